@@ -1,0 +1,319 @@
+"""The job contract: the one place that says what a job, a result and their names are.
+
+Every side imports this module (the client and CLI that submit, the renderer that consumes, the
+operator that watches the queue); none re-implements it.
+
+Wire format of a queue message: the job's JSON (UTF-8), base64-encoded (what Azure Functions'
+queue trigger expects, and safe for any character). Decoding also accepts raw JSON text, so a
+message put on the queue by hand with the portal or another SDK is still understood.
+
+Blob names, inside the farm's container:
+- ``pdf/<job id>.pdf``         the default output (a job may name another blob);
+- ``results/<job id>.json``    the job's one result record (overwritten on redelivery);
+- ``payloads/<job id>.json``   the data of a job too large to travel inline (claim-check).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal, NewType
+
+JobId = NewType("JobId", str)
+
+SCHEMA_VERSION = 1
+MAX_QUEUE_MESSAGE_BYTES = 64 * 1024
+"""Azure Queue's limit on one message, as stored (that is, after base64)."""
+INLINE_DATA_LIMIT = 48 * 1024 - 2048
+"""Largest JSON job sent inline: its base64 form stays below the queue's 64 KiB with room to spare."""
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_BLOB_RE = re.compile(r"^(?!/)(?!.*\.\.)[^\\\x00-\x1f]{1,1000}$")
+_LENGTH_RE = re.compile(r"^\d+(\.\d+)?(px|in|cm|mm)?$")
+PAPER_FORMATS = frozenset(
+    {"Letter", "Legal", "Tabloid", "Ledger", "A0", "A1", "A2", "A3", "A4", "A5", "A6"}
+)
+
+
+class ContractError(ValueError):
+    """A message or a job that breaks the contract. Permanent: retrying will not help."""
+
+
+def poison_queue_name(queue: str) -> str:
+    """The queue where jobs that cannot succeed go, with their reason."""
+    return f"{queue}-poison"
+
+
+def default_output_blob(job_id: str) -> str:
+    return f"pdf/{job_id}.pdf"
+
+
+def result_blob(job_id: str) -> str:
+    return f"results/{job_id}.json"
+
+
+def payload_blob(job_id: str) -> str:
+    return f"payloads/{job_id}.json"
+
+
+def new_job_id() -> JobId:
+    return JobId(uuid.uuid4().hex)
+
+
+def batch_item_job_id(batch_id: str, item_index: int) -> JobId:
+    """A batch item's job id is derived from its place: submitting it again creates no duplicate."""
+    return JobId(f"{batch_id}-{item_index:06d}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PdfOptions:
+    """How Chromium prints the page. Field names follow Playwright's ``page.pdf()``."""
+
+    format: str | None = "A4"
+    """A paper format (A4, Letter, ...); ignored when width and height are given."""
+    width: str | None = None
+    height: str | None = None
+    margin_top: str = "0"
+    margin_right: str = "0"
+    margin_bottom: str = "0"
+    margin_left: str = "0"
+    landscape: bool = False
+    scale: float = 1.0
+    """0.1 to 2, as Chromium allows."""
+    print_background: bool = True
+    display_header_footer: bool = False
+    header_template: str = ""
+    """HTML; Chromium fills elements of class pageNumber, totalPages, date, title, url."""
+    footer_template: str = ""
+    prefer_css_page_size: bool = True
+    """A template's CSS ``@page`` size wins over the format."""
+
+    def validate(self) -> None:
+        if self.format is not None and self.format not in PAPER_FORMATS:
+            raise ContractError(f"pdf.format {self.format!r} is not one of {sorted(PAPER_FORMATS)}")
+        if (self.width is None) != (self.height is None):
+            raise ContractError("pdf.width and pdf.height go together")
+        for name in ("width", "height", "margin_top", "margin_right", "margin_bottom", "margin_left"):
+            value = getattr(self, name)
+            if value is not None and not _LENGTH_RE.match(str(value)):
+                raise ContractError(f"pdf.{name} {value!r} is not a length such as '10mm' or '1in'")
+        if not 0.1 <= self.scale <= 2.0:
+            raise ContractError(f"pdf.scale {self.scale} is outside 0.1..2")
+        for name in ("header_template", "footer_template"):
+            if len(getattr(self, name)) > 16 * 1024:
+                raise ContractError(f"pdf.{name} is longer than 16 KiB")
+
+    def playwright_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments for Playwright's ``page.pdf()``."""
+        kwargs: dict[str, Any] = {
+            "landscape": self.landscape,
+            "scale": self.scale,
+            "print_background": self.print_background,
+            "prefer_css_page_size": self.prefer_css_page_size,
+            "margin": {
+                "top": self.margin_top,
+                "right": self.margin_right,
+                "bottom": self.margin_bottom,
+                "left": self.margin_left,
+            },
+            "display_header_footer": self.display_header_footer,
+        }
+        if self.width is not None and self.height is not None:
+            kwargs.update(width=self.width, height=self.height)
+        elif self.format is not None:
+            kwargs["format"] = self.format
+        if self.display_header_footer:
+            # Chromium prints its own default header when given an empty one: send a blank span.
+            kwargs["header_template"] = self.header_template or "<span></span>"
+            kwargs["footer_template"] = self.footer_template or "<span></span>"
+        return kwargs
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Job:
+    """One report to render: the queue message, decoded and validated."""
+
+    job_id: JobId
+    template: str
+    data: Mapping[str, Any] | None = None
+    """The template's data, inline. Exactly one of data and data_blob is set."""
+    data_blob: str | None = None
+    """Claim-check: the blob (in the farm's container) holding the data as JSON."""
+    output_blob: str | None = None
+    """Where the PDF goes; default ``pdf/<job id>.pdf``."""
+    pdf: PdfOptions = dataclasses.field(default_factory=PdfOptions)
+    batch_id: str | None = None
+    item_index: int | None = None
+    tenant: str | None = None
+    lane: Literal["interactive", "bulk"] | None = None
+    submitted_at: float | None = None
+    """Unix time the client sent the job (for submit-to-stored latency)."""
+    version: int = SCHEMA_VERSION
+
+    @property
+    def output(self) -> str:
+        return self.output_blob or default_output_blob(self.job_id)
+
+    def validate(self) -> None:
+        if self.version != SCHEMA_VERSION:
+            raise ContractError(f"unknown message version {self.version!r} (this farm speaks 1)")
+        if not isinstance(self.job_id, str) or not _ID_RE.match(self.job_id):
+            raise ContractError(f"job id {self.job_id!r} must be 1-128 of [A-Za-z0-9._-]")
+        if not isinstance(self.template, str) or not _NAME_RE.match(self.template):
+            raise ContractError(f"template name {self.template!r} must be 1-64 of [A-Za-z0-9_-]")
+        if (self.data is None) == (self.data_blob is None):
+            raise ContractError("a job carries exactly one of 'data' and 'data_blob'")
+        if self.data is not None and not isinstance(self.data, Mapping):
+            raise ContractError("'data' must be a JSON object")
+        for name in ("data_blob", "output_blob"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not _BLOB_RE.match(value)):
+                raise ContractError(f"{name} {value!r} is not a valid blob name")
+        if (self.batch_id is None) != (self.item_index is None):
+            raise ContractError("batch_id and item_index go together")
+        if self.batch_id is not None and not _ID_RE.match(str(self.batch_id)):
+            raise ContractError(f"batch id {self.batch_id!r} must be 1-128 of [A-Za-z0-9._-]")
+        if self.item_index is not None and (
+            not isinstance(self.item_index, int) or self.item_index < 0
+        ):
+            raise ContractError("item_index must be a non-negative integer")
+        if self.lane not in (None, "interactive", "bulk"):
+            raise ContractError(f"lane {self.lane!r} is not 'interactive' or 'bulk'")
+        self.pdf.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        body = dataclasses.asdict(self)
+        return {key: value for key, value in body.items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, body: Any) -> Job:
+        if not isinstance(body, Mapping):
+            raise ContractError("a job message is a JSON object")
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise ContractError(f"unknown job field(s): {', '.join(unknown)}")
+        missing = [name for name in ("job_id", "template") if name not in body]
+        if missing:
+            raise ContractError(f"missing job field(s): {', '.join(missing)}")
+        fields = dict(body)
+        pdf = fields.pop("pdf", None) or {}
+        if not isinstance(pdf, Mapping):
+            raise ContractError("'pdf' must be a JSON object")
+        pdf_known = {field.name for field in dataclasses.fields(PdfOptions)}
+        if set(pdf) - pdf_known:
+            raise ContractError(f"unknown pdf option(s): {', '.join(sorted(set(pdf) - pdf_known))}")
+        try:
+            job = cls(pdf=PdfOptions(**pdf), **fields)
+        except TypeError as error:
+            raise ContractError(f"malformed job: {error}") from None
+        job.validate()
+        return job
+
+
+def encode_message(job: Job) -> str:
+    """The queue message text for a job (validated first)."""
+    job.validate()
+    text = json.dumps(job.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    encoded = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    if len(encoded) > MAX_QUEUE_MESSAGE_BYTES:
+        raise ContractError(
+            f"job {job.job_id} is {len(encoded)} bytes encoded, over the queue's 64 KiB: "
+            "send its data as a payload blob"
+        )
+    return encoded
+
+
+def fits_inline(job: Job) -> bool:
+    """Whether the job's message stays under the queue's limit with its data inline."""
+    text = json.dumps(job.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8")) <= INLINE_DATA_LIMIT
+
+
+def decode_message(content: str | bytes) -> Job:
+    """Parse a queue message into a validated job, or raise ContractError saying why not."""
+    raw = _as_bytes(content)
+    if len(raw) > MAX_QUEUE_MESSAGE_BYTES:
+        raise ContractError(f"message is {len(raw)} bytes, over the queue's 64 KiB")
+    text = _unwrap(raw)
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ContractError(f"message is not JSON: {error}") from None
+    return Job.from_dict(body)
+
+
+def _as_bytes(content: str | bytes) -> bytes:
+    return content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+
+
+def _unwrap(raw: bytes) -> str:
+    stripped = raw.strip()
+    if not stripped.startswith((b"{", b"[")):
+        try:
+            raw = base64.b64decode(stripped, validate=True)
+        except (binascii.Error, ValueError):
+            raise ContractError("message is neither base64 nor JSON") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ContractError(f"message is not UTF-8 text: {error}") from None
+
+
+def peek_job_id(content: str | bytes) -> str | None:
+    """Best effort: the job id of a message that failed to decode, to name its result record."""
+    try:
+        body = json.loads(_unwrap(_as_bytes(content)))
+    except (ContractError, ValueError):
+        return None
+    job_id = body.get("job_id") if isinstance(body, dict) else None
+    return job_id if isinstance(job_id, str) and _ID_RE.match(job_id) else None
+
+
+JobState = Literal["succeeded", "failed"]
+
+
+@dataclasses.dataclass(kw_only=True)
+class ResultRecord:
+    """What happened to a job: one JSON blob per job, written before its message is deleted."""
+
+    job_id: str
+    state: JobState
+    template: str | None = None
+    attempts: int = 1
+    """How many times the queue delivered the job (its dequeue count when it ended)."""
+    stages_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Per-stage durations: load_data, render_html, pdf_generation, storage_upload, ..."""
+    output_blob: str | None = None
+    output_bytes: int | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    """'permanent' (went to poison at once) or 'exhausted' (too many failed deliveries)."""
+    batch_id: str | None = None
+    item_index: int | None = None
+    tenant: str | None = None
+    worker: str | None = None
+    submitted_at: float | None = None
+    finished_at: float | None = None
+    version: int = SCHEMA_VERSION
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> ResultRecord:
+        body = json.loads(raw)
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in body.items() if key in known})
+
+
+def poison_message(*, reason: str, original: str, job_id: str | None, attempts: int) -> str:
+    """The text put on the poison queue: the original message and why it failed (plain JSON)."""
+    body = {"reason": reason, "job_id": job_id, "attempts": attempts, "original": original}
+    return json.dumps(body, ensure_ascii=False)

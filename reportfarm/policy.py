@@ -1,0 +1,377 @@
+"""
+The scaling policy: ``decide(observation, spec, state) -> Decision``.
+
+Pure: no I/O and no clock reads (time is an input), so the operator, ``reportfarm up`` and the
+simulator replay the same brain, and the tests read as a table.
+
+Two dimensions are scaled: replicas (pods, seconds to start) and browsers per pod (a pool resize
+inside running pods, no cold start). The steps, in order:
+
+1. Required browsers, Little's law style: the browsers busy now, plus the browsers that drain the
+   waiting backlog within the accepted wait (``waiting * render_s / target_wait_s``), over the
+   target utilization. Optionally at least ``depth / jobs_per_browser`` (KEDA-like targets).
+2. Stabilization: the highest requirement seen in the scale-down window wins (as the HPA does).
+   Scale-up is never delayed; scale-down only happens once the window has forgotten the peak.
+3. A tolerance band around the current capacity: small changes are ignored (no flapping).
+4. Shape: as few pods as hold the requirement at the most browsers that fit in a pod; while new
+   pods are starting, the ready ones run more browsers (up to the fit) to cover for them.
+5. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
+   first message wakes the pool. An unreadable queue keeps the current size, never zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+class Reason(enum.StrEnum):
+    """Machine-readable reason codes (CamelCase, as Kubernetes Event reasons)."""
+
+    SCALE_UP = "ScaleUp"
+    """More pods (browsers per pod may change too)."""
+    SCALE_DOWN = "ScaleDown"
+    """Fewer pods: the idlest ones, which drain first."""
+    POOL_GROW = "PoolGrow"
+    """Same pods, more browsers in each: capacity in seconds, without a cold start."""
+    POOL_SHRINK = "PoolShrink"
+    """Same pods, fewer browsers in each."""
+    WAKE_FROM_ZERO = "WakeFromZero"
+    """The pool was at zero and the queue holds work."""
+    SCALE_TO_ZERO = "ScaleToZero"
+    """No work for the whole idle time."""
+    STABILIZING = "Stabilizing"
+    """Less is needed now, but the scale-down window still remembers a higher need."""
+    WITHIN_TOLERANCE = "WithinTolerance"
+    """The need differs from the capacity by less than the tolerance band."""
+    WAITING_FOR_IDLE = "WaitingForIdle"
+    """Nothing to do, but not for long enough to scale to zero: one pod stays warm."""
+    STEADY = "Steady"
+    """The current size is exactly what is needed."""
+    QUEUE_UNREADABLE = "QueueUnreadable"
+    """The queue depth is unknown: the current size is kept (never zero on an error)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PoolSpec:
+    """What the user asks of a pool (a ReportPool's spec, in plain units)."""
+
+    min_replicas: int = 0
+    """Fewest pods; 0 allows scale to zero."""
+    max_replicas: int = 20
+    """Most pods."""
+    min_browsers_per_pod: int = 1
+    """Fewest browsers in a running pod."""
+    max_browsers_per_pod: int = 8
+    """Most browsers in a pod, before the pod's limits are considered."""
+    pod_cpu: float = 2.0
+    """The renderer container's CPU limit, in cores."""
+    pod_memory_mib: float = 4096
+    """The renderer container's memory limit, in MiB."""
+    browser_cpu: float = 0.5
+    """CPU one browser needs while rendering, in cores."""
+    browser_memory_mib: float = 512
+    """Memory one browser needs, in MiB."""
+    target_wait_s: float = 10.0
+    """The queue wait the user accepts: the backlog should drain within this time."""
+    jobs_per_browser: float | None = None
+    """Optional KEDA-like target: at least ``depth / jobs_per_browser`` browsers."""
+    target_utilization: float = 0.85
+    """The share of browsers busy in steady state; the rest absorbs arrival noise."""
+    default_render_s: float = 1.0
+    """Render time assumed while the renderers report none."""
+    tolerance: float = 0.1
+    """Relative band around the current capacity in which nothing changes."""
+    scale_down_stabilization_s: float = 60.0
+    """Scale down only to the highest need seen in this window."""
+    scale_to_zero_idle_s: float = 120.0
+    """With ``min_replicas == 0``: scale to zero after this long without any work."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
+            raise ValueError("need 0 <= min_replicas <= max_replicas and max_replicas >= 1")
+        if not 1 <= self.min_browsers_per_pod <= self.max_browsers_per_pod:
+            raise ValueError("need 1 <= min_browsers_per_pod <= max_browsers_per_pod")
+        positive: tuple[str, ...] = ("pod_cpu", "pod_memory_mib", "browser_cpu")
+        positive += ("browser_memory_mib", "target_wait_s", "default_render_s")
+        if any(getattr(self, name) <= 0 for name in positive):
+            raise ValueError(f"these must be > 0: {', '.join(positive)}")
+        if self.jobs_per_browser is not None and self.jobs_per_browser <= 0:
+            raise ValueError("jobs_per_browser must be > 0 when set")
+        if not 0 < self.target_utilization <= 1 or not 0 <= self.tolerance < 1:
+            raise ValueError("need 0 < target_utilization <= 1 and 0 <= tolerance < 1")
+        if self.scale_down_stabilization_s < 0 or self.scale_to_zero_idle_s < 0:
+            raise ValueError("windows must be >= 0")
+
+    @property
+    def browsers_that_fit(self) -> int:
+        """The effective most browsers per pod: the max, the CPU and the memory fit; at least 1."""
+        by_cpu = math.floor(self.pod_cpu / self.browser_cpu + 1e-9)
+        by_memory = math.floor(self.pod_memory_mib / self.browser_memory_mib + 1e-9)
+        return max(1, min(self.max_browsers_per_pod, by_cpu, by_memory))
+
+    @property
+    def fewest_browsers(self) -> int:
+        """The effective fewest browsers per pod (never above what fits)."""
+        return min(self.min_browsers_per_pod, self.browsers_that_fit)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Observation:
+    """What the operator saw at one moment."""
+
+    now: float
+    """Seconds on any monotone-enough clock (epoch in the operator, sim time in the simulator)."""
+    queue_depth: int | None
+    """Approximate message count (includes in-flight messages); None if the queue was unreadable."""
+    ready_replicas: int
+    """Pods ready to render."""
+    browsers_per_pod: int
+    """The pool size the pods currently run."""
+    busy_browsers: int | None = None
+    """Browsers rendering now, summed from the renderers' metrics; None if unknown."""
+    mean_render_s: float | None = None
+    """Recent mean render time from the renderers' metrics; None if unknown (no renders yet)."""
+
+    @property
+    def queue_readable(self) -> bool:
+        return self.queue_depth is not None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class State:
+    """The scaling memory, kept in the ReportPool's status between decisions."""
+
+    window: tuple[tuple[float, int], ...] = ()
+    """(time, required browsers), the needs still in the scale-down window. Only entries that
+    can still be the window's maximum are kept: required browsers strictly decrease with time."""
+    last_work_at: float | None = None
+    """When work (a queued message or a busy browser) was last seen."""
+    replicas: int | None = None
+    """The last decision's replicas (None before the first decision)."""
+    browsers_per_pod: int | None = None
+    """The last decision's browsers per pod."""
+    reason: str | None = None
+    """The last decision's reason code."""
+    decided_at: float | None = None
+    """When the last decision was taken."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-ready dict (camelCase keys, as Kubernetes status fields)."""
+        return {
+            "window": [{"at": at, "browsers": browsers} for at, browsers in self.window],
+            "lastWorkAt": self.last_work_at,
+            "replicas": self.replicas,
+            "browsersPerPod": self.browsers_per_pod,
+            "reason": self.reason,
+            "decidedAt": self.decided_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> State:
+        """Read what ``to_dict`` wrote; missing keys (an empty or older status) mean "unknown"."""
+        if not data:
+            return cls()
+
+        def number(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        def integer(key: str) -> int | None:
+            value = data.get(key)
+            return None if value is None else int(value)
+
+        window = tuple(
+            (float(item["at"]), int(item["browsers"])) for item in data.get("window") or ()
+        )
+        return cls(
+            window=window,
+            last_work_at=number("lastWorkAt"),
+            replicas=integer("replicas"),
+            browsers_per_pod=integer("browsersPerPod"),
+            reason=None if data.get("reason") is None else str(data["reason"]),
+            decided_at=number("decidedAt"),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Decision:
+    """What to run now, why, and the memory to keep for the next decision."""
+
+    replicas: int
+    browsers_per_pod: int
+    reason: Reason
+    message: str
+    """One human sentence for the status and the Event."""
+    required_browsers: int
+    """The stabilized need the decision was shaped from (for status and metrics)."""
+    saturated: bool
+    """The need exceeds ``max_replicas`` full pods: the pool is at its ceiling."""
+    state: State
+
+
+def required_browsers(observation: Observation, spec: PoolSpec) -> int:
+    """Browsers needed now (before stabilization). The queue depth must be known."""
+    depth = observation.queue_depth or 0
+    if observation.busy_browsers is None:  # assume every running browser is busy, capped by depth
+        busy = min(depth, observation.ready_replicas * observation.browsers_per_pod)
+    else:
+        busy = observation.busy_browsers
+    waiting = max(0, depth - busy)  # the approximate count includes the in-flight messages
+    if busy == 0 and waiting == 0:
+        return 0
+    render_s = observation.mean_render_s or spec.default_render_s
+    concurrency = busy + waiting * render_s / spec.target_wait_s  # Little's law: L = lambda * W
+    need = math.ceil(concurrency / spec.target_utilization - 1e-9)
+    if spec.jobs_per_browser is not None:
+        need = max(need, math.ceil(depth / spec.jobs_per_browser - 1e-9))
+    return max(1, need)
+
+
+def deletion_costs(busy_by_pod: Mapping[str, int | None]) -> dict[str, int]:
+    """
+    ``controller.kubernetes.io/pod-deletion-cost`` values: the idlest pods get the lowest cost.
+
+    The ReplicaSet deletes lower-cost pods first (best effort), so annotate before lowering
+    replicas. Costs are ranks 0..n-1 ordered by busy browsers then name (deterministic, no ties);
+    a pod whose load is unknown (None) is treated as the busiest and spared.
+    """
+
+    def load(name: str) -> tuple[float, str]:
+        busy = busy_by_pod[name]
+        return (math.inf if busy is None else busy, name)
+
+    return {name: rank for rank, name in enumerate(sorted(busy_by_pod, key=load))}
+
+
+def decide(observation: Observation, spec: PoolSpec, state: State | None = None) -> Decision:
+    """The next (replicas, browsers per pod), with a reason and the new state."""
+    state = state if state is not None else State()
+    now = observation.now
+    cur_replicas = state.replicas if state.replicas is not None else observation.ready_replicas
+    cur_bpp = state.browsers_per_pod or observation.browsers_per_pod or spec.fewest_browsers
+    busy = observation.busy_browsers or 0
+    has_work = (observation.queue_depth or 0) > 0 or busy > 0
+    last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
+    state = dataclasses.replace(state, last_work_at=last_work_at)
+
+    if observation.queue_depth is None:  # keep the size: never shrink (or zero) on an error
+        message = f"queue unreadable: keeping {cur_replicas} pods x {cur_bpp} browsers"
+        return _decision(
+            state=state,
+            now=now,
+            replicas=cur_replicas,
+            bpp=cur_bpp,
+            need=cur_replicas * cur_bpp,
+            reason=Reason.QUEUE_UNREADABLE,
+            message=message,
+            spec=spec,
+        )
+
+    raw = required_browsers(observation, spec)
+    window = _remember(state.window, now=now, need=raw, span=spec.scale_down_stabilization_s)
+    need = window[0][1]  # the oldest kept entry is the window's maximum
+    state = dataclasses.replace(state, window=window)
+    replicas, bpp = _shape(need, ready=observation.ready_replicas, spec=spec)
+    idle_for = now - last_work_at
+    capacity = cur_replicas * cur_bpp
+    in_band = abs(need - capacity) <= spec.tolerance * capacity
+    valid = spec.min_replicas <= cur_replicas <= spec.max_replicas
+    valid = valid and spec.fewest_browsers <= cur_bpp <= spec.browsers_that_fit
+
+    if replicas == 0 and (cur_replicas == 0 or idle_for >= spec.scale_to_zero_idle_s):
+        reason = Reason.STEADY if cur_replicas == 0 else Reason.SCALE_TO_ZERO
+        replicas, bpp = 0, cur_bpp
+        message = f"no work for {idle_for:.0f}s: zero pods"
+    elif replicas == 0:  # min_replicas == 0, but not idle for long enough: keep one pod warm
+        replicas, bpp = 1, spec.fewest_browsers
+        reason = _reason(replicas=1, bpp=bpp, cur_replicas=cur_replicas, cur_bpp=cur_bpp)
+        reason = Reason.WAITING_FOR_IDLE if reason is Reason.STEADY else reason
+        message = f"no work for {idle_for:.0f}s of {spec.scale_to_zero_idle_s:.0f}s: one pod warm"
+    elif cur_replicas == 0:
+        reason = Reason.WAKE_FROM_ZERO
+        message = f"{observation.queue_depth} queued: waking to {replicas} pods x {bpp} browsers"
+    elif in_band and valid and need > 0:
+        replicas, bpp = cur_replicas, cur_bpp
+        reason = Reason.STEADY if need == capacity else Reason.WITHIN_TOLERANCE
+        message = f"need {need} browsers, have {capacity}: within {spec.tolerance:.0%}"
+    else:
+        reason = _reason(replicas=replicas, bpp=bpp, cur_replicas=cur_replicas, cur_bpp=cur_bpp)
+        reason = Reason.STABILIZING if reason is Reason.STEADY and raw < need else reason
+        message = (
+            f"need {need} browsers (now {raw}; queue {observation.queue_depth},"
+            f" busy {observation.busy_browsers}): {cur_replicas}x{cur_bpp} -> {replicas}x{bpp}"
+        )
+    return _decision(
+        state=state,
+        now=now,
+        replicas=replicas,
+        bpp=bpp,
+        need=need,
+        reason=reason,
+        message=message,
+        spec=spec,
+    )
+
+
+def _remember(
+    window: tuple[tuple[float, int], ...], *, now: float, need: int, span: float
+) -> tuple[tuple[float, int], ...]:
+    """Add a need to the window; drop what expired or can never be the maximum again."""
+    kept = [(min(at, now), browsers) for at, browsers in window if at > now - span]
+    while kept and kept[-1][1] <= need:  # a newer, larger-or-equal need dominates older ones
+        kept.pop()
+    kept.append((now, need))
+    return tuple(kept)
+
+
+def _shape(need: int, *, ready: int, spec: PoolSpec) -> tuple[int, int]:
+    """Browsers -> (replicas, browsers per pod): fewest pods; ready pods cover for starting ones."""
+    fit = spec.browsers_that_fit
+    replicas = min(spec.max_replicas, max(spec.min_replicas, math.ceil(need / fit)))
+    if replicas == 0:
+        return 0, spec.fewest_browsers
+    serving = min(ready, replicas) if ready > 0 else replicas
+    bpp = min(fit, max(spec.fewest_browsers, math.ceil(need / serving)))
+    return replicas, bpp
+
+
+def _reason(*, replicas: int, bpp: int, cur_replicas: int, cur_bpp: int) -> Reason:
+    if replicas > cur_replicas:
+        return Reason.SCALE_UP
+    if replicas < cur_replicas:
+        return Reason.SCALE_DOWN
+    if bpp > cur_bpp:
+        return Reason.POOL_GROW
+    if bpp < cur_bpp:
+        return Reason.POOL_SHRINK
+    return Reason.STEADY
+
+
+def _decision(
+    *,
+    state: State,
+    now: float,
+    replicas: int,
+    bpp: int,
+    need: int,
+    reason: Reason,
+    message: str,
+    spec: PoolSpec,
+) -> Decision:
+    new_state = dataclasses.replace(
+        state, replicas=replicas, browsers_per_pod=bpp, reason=reason.value, decided_at=now
+    )
+    saturated = need > spec.max_replicas * spec.browsers_that_fit
+    return Decision(
+        replicas=replicas,
+        browsers_per_pod=bpp,
+        reason=reason,
+        message=message,
+        required_browsers=need,
+        saturated=saturated,
+        state=new_state,
+    )

@@ -1,0 +1,1 @@
+"""Real services that integration tests start and stop (Kubernetes control plane, ...)."""
