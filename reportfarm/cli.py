@@ -1,2 +1,95 @@
-def main() -> None:
-    raise SystemExit("not yet")
+"""``reportfarm``: the command line. Each subcommand imports its module only when it runs, so the
+operator's image (no Playwright) and the renderer's share one entry point."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reportfarm", description="Autoscaling HTML-to-PDF report render farm."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    worker = sub.add_parser("worker", help="run a renderer: a browser pool consuming the queue")
+    worker.add_argument("--templates", type=Path, help="template folder (REPORTFARM_TEMPLATES)")
+    worker.add_argument("--pool-size", type=int, help="browsers in the pool (REPORTFARM_POOL_SIZE)")
+    worker.add_argument("--port", type=int, help="HTTP port for health, metrics, /pool")
+
+    submit = sub.add_parser("submit", help="submit jobs: one JSON object or a JSONL of many")
+    submit.add_argument(
+        "--template", required=True, help="template name (a .jsonl line may override)"
+    )
+    submit.add_argument("--data", required=True, type=Path, help=".json object or .jsonl lines")
+    submit.add_argument("--wait", action="store_true", help="wait, with a progress bar")
+    submit.add_argument(
+        "--out", type=Path, help="download each PDF as DIR/<job id>.pdf (implies --wait)"
+    )
+    submit.add_argument("--timeout", type=float, default=600.0, help="seconds to wait at most")
+
+    status = sub.add_parser("status", help="queue depth and poison count, as a table")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    up = sub.add_parser("up", help="the local farm: Azurite (if needed), a worker, the examples")
+    up.add_argument("--out", type=Path, default=Path("out"), help="where the PDFs go")
+    up.add_argument("--templates", type=Path, default=None, help="template folder")
+    up.add_argument("--data", type=Path, default=None, help="jobs to render (.json or .jsonl)")
+    up.add_argument("--serve", action="store_true", help="keep the farm running after the demo")
+
+    bench = sub.add_parser("bench", help="benchmark render strategies side by side")
+    bench.add_argument("--json", action="store_true", help="print JSON")
+    bench.add_argument("--jobs", type=int, default=60, help="documents per strategy")
+    bench.add_argument("--pool-size", type=int, default=2, help="browsers per pool")
+    bench.add_argument("--plot", type=Path, default=Path("out/bench.png"), help="PNG plot path")
+
+    simulate = sub.add_parser("simulate", help="replay a trace through our policy and KEDA+HPA")
+    simulate.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simulate"]:
+        from reportfarm.simulate import cli as simulate_cli
+
+        return simulate_cli.main(argv[1:])
+    args = _parser().parse_args(argv)
+    from reportfarm import logs
+
+    logs.configure()
+    if args.command == "worker":
+        from reportfarm_renderer import service
+
+        return service.main(template_dir=args.templates, pool_size=args.pool_size, port=args.port)
+    if args.command == "submit":
+        from reportfarm import submitting
+
+        return submitting.main(
+            template=args.template,
+            data=args.data,
+            wait=args.wait or args.out is not None,
+            out=args.out,
+            timeout=args.timeout,
+        )
+    if args.command == "status":
+        from reportfarm import submitting
+
+        return submitting.status_main(as_json=args.json)
+    if args.command == "up":
+        from reportfarm_renderer import local
+
+        return local.main(out=args.out, templates=args.templates, data=args.data, serve=args.serve)
+    if args.command == "bench":
+        from reportfarm_renderer import bench
+
+        return bench.main(
+            as_json=args.json, jobs=args.jobs, pool_size=args.pool_size, plot=args.plot
+        )
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

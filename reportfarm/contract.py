@@ -30,7 +30,7 @@ SCHEMA_VERSION = 1
 MAX_QUEUE_MESSAGE_BYTES = 64 * 1024
 """Azure Queue's limit on one message, as stored (that is, after base64)."""
 INLINE_DATA_LIMIT = 48 * 1024 - 2048
-"""Largest JSON job sent inline: its base64 form stays below the queue's 64 KiB with room to spare."""
+"""Largest JSON job sent inline: base64 of it stays below the queue's 64 KiB, with room."""
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -99,7 +99,14 @@ class PdfOptions:
             raise ContractError(f"pdf.format {self.format!r} is not one of {sorted(PAPER_FORMATS)}")
         if (self.width is None) != (self.height is None):
             raise ContractError("pdf.width and pdf.height go together")
-        for name in ("width", "height", "margin_top", "margin_right", "margin_bottom", "margin_left"):
+        for name in (
+            "width",
+            "height",
+            "margin_top",
+            "margin_right",
+            "margin_bottom",
+            "margin_left",
+        ):
             value = getattr(self, name)
             if value is not None and not _LENGTH_RE.match(str(value)):
                 raise ContractError(f"pdf.{name} {value!r} is not a length such as '10mm' or '1in'")

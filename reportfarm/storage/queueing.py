@@ -36,9 +36,7 @@ class JobQueue:
     def __init__(self, connection_string: str, name: str) -> None:
         self.name = name
         self.poison_name = contract.poison_queue_name(name)
-        self._queue = QueueClient.from_connection_string(
-            connection_string, name, **_CLIENT_OPTIONS
-        )
+        self._queue = QueueClient.from_connection_string(connection_string, name, **_CLIENT_OPTIONS)
         self._poison = QueueClient.from_connection_string(
             connection_string, self.poison_name, **_CLIENT_OPTIONS
         )

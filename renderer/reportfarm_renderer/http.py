@@ -1,0 +1,128 @@
+"""The renderer's HTTP surface (aiohttp): health, readiness, metrics and the pool-size control.
+
+- ``GET /healthz``: 200 while the process and its event loop answer. It never depends on load, so
+  a liveness probe does not kill a pod that is merely busy.
+- ``GET /readyz``: 200 when the pool has live browsers, the queue answered the last receive and
+  the worker is not draining; else 503 with the reasons.
+- ``GET /metrics``: Prometheus text, the renderer's own registry.
+- ``GET /pool``: the pool's state as JSON (size, live, busy, idle, running jobs).
+- ``PUT /pool`` with ``{"size": N}``: resize the pool now, without a restart. This is how the
+  operator changes browsers per pod within seconds. With REPORTFARM_ADMIN_TOKEN set, it needs
+  ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import json
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from reportfarm_renderer import pool as pooling
+from reportfarm_renderer.metrics import RendererMetrics
+from reportfarm_renderer.worker import QueueWorker
+
+MAX_POOL_SIZE = 64
+
+
+@dataclasses.dataclass
+class Parts:
+    """What the HTTP handlers look at; filled in as the service starts."""
+
+    metrics: RendererMetrics
+    admin_token: str | None = None
+    pool: pooling.BrowserPool | None = None
+    worker: QueueWorker | None = None
+    draining: bool = False
+
+
+PARTS = web.AppKey("parts", Parts)
+
+
+def create_app(parts: Parts) -> web.Application:
+    app = web.Application()
+    app[PARTS] = parts
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/pool", get_pool)
+    app.router.add_put("/pool", put_pool)
+    return app
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+def readiness_problems(parts: Parts) -> list[str]:
+    problems = []
+    if parts.draining:
+        problems.append("draining")
+    if parts.pool is None:
+        problems.append("pool not started")
+    elif parts.pool.size > 0 and parts.pool.live == 0:
+        problems.append("no live browser")
+    if parts.worker is None:
+        problems.append("worker not started")
+    elif not parts.worker.queue_ready:
+        problems.append(f"queue not reachable: {parts.worker.last_error or 'no receive yet'}")
+    return problems
+
+
+async def readyz(request: web.Request) -> web.Response:
+    problems = readiness_problems(request.app[PARTS])
+    if problems:
+        return web.json_response({"status": "not ready", "problems": problems}, status=503)
+    return web.json_response({"status": "ready"})
+
+
+def pool_state(parts: Parts) -> dict[str, int]:
+    pool, worker = parts.pool, parts.worker
+    if pool is None:
+        return {"size": 0, "live": 0, "busy": 0, "idle": 0, "running_jobs": 0}
+    return {
+        "size": pool.size,
+        "live": pool.live,
+        "busy": pool.busy,
+        "idle": pool.idle,
+        "running_jobs": worker.running if worker else 0,
+    }
+
+
+async def metrics(request: web.Request) -> web.Response:
+    parts = request.app[PARTS]
+    state = pool_state(parts)
+    parts.metrics.pool_size.set(state["size"])
+    parts.metrics.pool_live.set(state["live"])
+    parts.metrics.pool_busy.set(state["busy"])
+    body = generate_latest(parts.metrics.registry)
+    response = web.Response(body=body)
+    response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+    return response
+
+
+async def get_pool(request: web.Request) -> web.Response:
+    return web.json_response(pool_state(request.app[PARTS]))
+
+
+async def put_pool(request: web.Request) -> web.Response:
+    parts = request.app[PARTS]
+    if parts.admin_token is not None:
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given, parts.admin_token):
+            return web.json_response({"error": "unauthorized"}, status=401)
+    try:
+        body = await request.json()
+        size = body["size"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return web.json_response({"error": 'body must be {"size": N}'}, status=400)
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_POOL_SIZE:
+        return web.json_response(
+            {"error": f"size must be a whole number from 0 to {MAX_POOL_SIZE}"}, status=400
+        )
+    if parts.pool is None or parts.draining:
+        return web.json_response({"error": "pool not running"}, status=503)
+    await parts.pool.resize(size)
+    return web.json_response(pool_state(parts))

@@ -1,0 +1,269 @@
+"""One job, start to end: decode, load data, render HTML, print PDF, store, then delete.
+
+A message is deleted only after its PDF and its result record are stored. Permanent failures go to
+the poison queue at once, with a failed result record; transient ones are released with backoff
+until the dequeue limit, then poisoned. Each job logs one line with its stage durations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from reportfarm import backoff, contract
+from reportfarm.storage import errors as storage_errors
+from reportfarm.storage.blobs import BlobStore
+from reportfarm.storage.queueing import Delivery, JobQueue
+from reportfarm_renderer import pool as pooling
+from reportfarm_renderer import templates
+from reportfarm_renderer.metrics import RendererMetrics
+from reportfarm_renderer.settings import RendererSettings
+
+logger = logging.getLogger(__name__)
+
+Outcome = Literal["succeeded", "retried", "poisoned"]
+
+
+class PermanentJobError(Exception):
+    """Retrying cannot help: the job goes to the poison queue at once."""
+
+
+@dataclasses.dataclass(eq=False)
+class Lease:
+    """A received message while its job runs: the lock serialises every call that uses its
+    pop receipt (extend, delete, release), since each extension returns a new one."""
+
+    delivery: Delivery
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    extended_at: float = dataclasses.field(default_factory=time.monotonic)
+    done: bool = False
+
+
+class JobRunner:
+    def __init__(
+        self,
+        *,
+        settings: RendererSettings,
+        catalog: templates.TemplateCatalog,
+        pool: pooling.BrowserPool,
+        queue: JobQueue,
+        blobs: BlobStore,
+        metrics: RendererMetrics,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.pool = pool
+        self.queue = queue
+        self.blobs = blobs
+        self.metrics = metrics
+
+    async def run(self, lease: Lease) -> Outcome:
+        delivery = lease.delivery
+        stages: dict[str, float] = {}
+        started = time.monotonic()
+        try:
+            job = contract.decode_message(delivery.content)
+        except contract.ContractError as error:
+            job_id = contract.peek_job_id(delivery.content)
+            return await self._poison(lease, job_id, None, f"invalid message: {error}", stages)
+        if job.submitted_at:
+            self.metrics.queue_wait.observe(max(0.0, time.time() - job.submitted_at))
+        try:
+            size = await self._render_and_store(job, delivery, stages)
+        except PermanentJobError as error:
+            return await self._poison(lease, job.job_id, job, str(error), stages)
+        except pooling.RenderTimeout as error:
+            if delivery.dequeue_count >= self.settings.max_render_timeouts:
+                reason = f"render timed out on {delivery.dequeue_count} deliveries: {error}"
+                return await self._poison(lease, job.job_id, job, reason, stages)
+            return await self._retry(lease, job, error)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # transient or unknown: retried with backoff, bounded
+            if delivery.dequeue_count >= self.settings.max_dequeue_count:
+                reason = (
+                    f"failed on {delivery.dequeue_count} deliveries; last error: {_describe(error)}"
+                )
+                return await self._poison(lease, job.job_id, job, reason, stages)
+            return await self._retry(lease, job, error)
+        await self._finish(lease, delete=True)
+        stages["generation_succeeded"] = _ms(started)
+        self.metrics.stage_seconds.labels(stage="generation_succeeded").observe(
+            stages["generation_succeeded"] / 1000
+        )
+        self.metrics.jobs.labels(outcome="succeeded", template=job.template).inc()
+        logger.info(
+            "job %s succeeded",
+            job.job_id,
+            extra={
+                "job_id": job.job_id,
+                "template": job.template,
+                "stage": "generation_succeeded",
+                "attempt": delivery.dequeue_count,
+                "pdf_bytes": size,
+                "output": job.output,
+                **stages,
+            },
+        )
+        return "succeeded"
+
+    async def _render_and_store(
+        self, job: contract.Job, delivery: Delivery, stages: dict[str, float]
+    ) -> int:
+        with self._stage("load_data", stages):
+            data = await self._load_data(job)
+        with self._stage("render_html", stages):
+            html = await asyncio.to_thread(self._render_html, job.template, data)
+        with self._stage("pdf_generation", stages):
+            pdf = await self.pool.render(
+                html, job.pdf, javascript=self.catalog.wants_javascript(job.template)
+            )
+        if len(pdf) > self.settings.max_pdf_bytes:
+            raise PermanentJobError(
+                f"PDF is {len(pdf)} bytes, over the limit of {self.settings.max_pdf_bytes}"
+            )
+        with self._stage("storage_upload", stages):
+            await self.blobs.put(job.output, pdf, content_type="application/pdf")
+            record = self._record(job, delivery, "succeeded", stages)
+            record.output_blob, record.output_bytes = job.output, len(pdf)
+            await self.blobs.put_result(record)
+        return len(pdf)
+
+    def _render_html(self, name: str, data: Mapping[str, Any]) -> str:
+        try:
+            return self.catalog.render(name, data)
+        except templates.TemplateError as error:
+            raise PermanentJobError(f"{type(error).__name__}: {error}") from None
+
+    async def _load_data(self, job: contract.Job) -> Mapping[str, Any]:
+        if job.data is not None:
+            return job.data
+        assert job.data_blob is not None
+        try:
+            raw = await self.blobs.get(job.data_blob)
+        except KeyError:
+            raise PermanentJobError(f"payload blob {job.data_blob!r} does not exist") from None
+        if len(raw) > self.settings.max_data_bytes:
+            raise PermanentJobError(
+                f"payload is {len(raw)} bytes, over the limit of {self.settings.max_data_bytes}"
+            )
+        try:
+            data = await asyncio.to_thread(json.loads, raw)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise PermanentJobError(f"payload blob is not JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise PermanentJobError("payload blob must hold a JSON object")
+        return data
+
+    async def _retry(self, lease: Lease, job: contract.Job, error: BaseException) -> Outcome:
+        attempt = lease.delivery.dequeue_count
+        delay = round(backoff.compute_backoff(attempt, factor=2.0, max_backoff=120.0))
+        if storage_errors.is_transient(error):
+            self.metrics.storage_errors.labels(operation="job").inc()
+        logger.warning(
+            "job %s attempt %d failed, retrying in %d s: %s",
+            job.job_id,
+            attempt,
+            delay,
+            _describe(error),
+            extra={"job_id": job.job_id, "template": job.template, "attempt": attempt},
+        )
+        self.metrics.jobs.labels(outcome="retried", template=job.template).inc()
+        async with lease.lock:
+            lease.done = True
+            await self.queue.release(lease.delivery, delay_s=delay)
+        return "retried"
+
+    async def _poison(
+        self,
+        lease: Lease,
+        job_id: str | None,
+        job: contract.Job | None,
+        reason: str,
+        stages: dict[str, float],
+    ) -> Outcome:
+        delivery = lease.delivery
+        if job_id is not None:
+            record = self._record(job, delivery, "failed", stages, job_id=job_id)
+            record.error = reason
+            record.error_kind = "exhausted" if "deliveries" in reason else "permanent"
+            await self.blobs.put_result(record)
+        async with lease.lock:
+            lease.done = True
+            await self.queue.poison(delivery, reason=reason, job_id=job_id)
+        template = job.template if job else "unknown"
+        kind = _reason_kind(reason)
+        self.metrics.poisoned.labels(reason=kind).inc()
+        self.metrics.jobs.labels(outcome="poisoned", template=template).inc()
+        logger.error(
+            "job %s poisoned after %d deliveries: %s",
+            job_id or delivery.message_id,
+            delivery.dequeue_count,
+            reason,
+            extra={"job_id": job_id, "template": template, "reason_kind": kind},
+        )
+        return "poisoned"
+
+    async def _finish(self, lease: Lease, *, delete: bool) -> None:
+        async with lease.lock:
+            lease.done = True
+            if delete:
+                await self.queue.delete(lease.delivery)
+
+    def _record(
+        self,
+        job: contract.Job | None,
+        delivery: Delivery,
+        state: contract.JobState,
+        stages: dict[str, float],
+        *,
+        job_id: str | None = None,
+    ) -> contract.ResultRecord:
+        return contract.ResultRecord(
+            job_id=job.job_id if job else str(job_id),
+            state=state,
+            template=job.template if job else None,
+            attempts=delivery.dequeue_count,
+            stages_ms=dict(stages),
+            batch_id=job.batch_id if job else None,
+            item_index=job.item_index if job else None,
+            tenant=job.tenant if job else None,
+            worker=self.settings.worker_id,
+            submitted_at=job.submitted_at if job else None,
+            finished_at=time.time(),
+        )
+
+    @contextlib.contextmanager
+    def _stage(self, name: str, stages: dict[str, float]) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            stages[name] = _ms(started)
+            self.metrics.stage_seconds.labels(stage=name).observe(stages[name] / 1000)
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]
+
+
+def _reason_kind(reason: str) -> str:
+    """A bounded label for the poison metric."""
+    for kind in ("invalid message", "UnknownTemplateError", "TemplateRenderError", "payload"):
+        if kind in reason:
+            return kind.replace(" ", "_").lower()
+    if "render timed out" in reason:
+        return "render_timeout"
+    if "deliveries" in reason:
+        return "exhausted"
+    return "other"

@@ -1,0 +1,163 @@
+"""The renderer service: templates, browser pool, storage, queue worker and HTTP, started in that
+order (each fails start-up clearly), stopped in reverse, draining on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from aiohttp import web
+
+from reportfarm import azurite
+from reportfarm.storage.blobs import BlobStore
+from reportfarm.storage.queueing import JobQueue
+from reportfarm_renderer import browser, http, templates
+from reportfarm_renderer import pool as pooling
+from reportfarm_renderer.jobs import JobRunner
+from reportfarm_renderer.metrics import RendererMetrics
+from reportfarm_renderer.settings import RendererSettings
+from reportfarm_renderer.worker import QueueWorker
+
+logger = logging.getLogger(__name__)
+
+MEMORY_SAMPLE_S = 10.0
+
+
+@dataclasses.dataclass
+class Renderer:
+    """A running renderer, as the local farm, the benchmark and the tests drive it."""
+
+    settings: RendererSettings
+    parts: http.Parts
+    pool: pooling.BrowserPool
+    worker: QueueWorker
+    queue: JobQueue
+    blobs: BlobStore
+    port: int
+
+
+@contextlib.asynccontextmanager
+async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
+    """Start everything; on exit, drain the worker within the grace period and stop."""
+    if settings.storage.connection_string is None:
+        raise SystemExit(
+            "AZURE_STORAGE_CONNECTION_STRING is not set (a worker needs storage; "
+            "`reportfarm up` starts Azurite for you)"
+        )
+    catalog = templates.TemplateCatalog.load(settings.templates)
+    logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
+    metrics = RendererMetrics()
+    parts = http.Parts(metrics=metrics, admin_token=settings.admin_token)
+    async with contextlib.AsyncExitStack() as stack:
+        launcher = browser.ChromiumLauncher(
+            executable_path=settings.chromium_path,
+            allowed_hosts=settings.allowed_hosts,
+            events=metrics,
+        )
+        await launcher.start()
+        stack.push_async_callback(launcher.stop)
+        pool = pooling.BrowserPool(
+            launcher.new_worker,
+            size=settings.pool_size,
+            borrow_timeout=settings.borrow_timeout,
+            launch_timeout=settings.launch_timeout,
+            render_timeout=settings.render_timeout,
+            recycle_after_jobs=settings.recycle_after_jobs,
+            recycle_rss_bytes=settings.recycle_rss_bytes,
+            events=metrics,
+        )
+        await pool.start()
+        stack.push_async_callback(pool.close)
+        parts.pool = pool
+        logger.info("browser pool started with %d browser(s)", pool.live)
+
+        connection = settings.storage.connection_string
+        queue = await stack.enter_async_context(JobQueue(connection, settings.storage.queue))
+        blobs = await stack.enter_async_context(BlobStore(connection, settings.storage.container))
+        with contextlib.suppress(Exception):  # unreachable storage: the worker loop says so
+            await queue.ensure()
+            await blobs.ensure()
+        runner = JobRunner(
+            settings=settings, catalog=catalog, pool=pool, queue=queue, blobs=blobs, metrics=metrics
+        )
+        worker = QueueWorker(
+            runner=runner,
+            queue=queue,
+            pool=pool,
+            metrics=metrics,
+            visibility_timeout=settings.visibility_timeout,
+            poll_max_s=settings.poll_max_s,
+        )
+        parts.worker = worker
+        app_runner = web.AppRunner(http.create_app(parts), access_log=None)
+        await app_runner.setup()
+        stack.push_async_callback(app_runner.cleanup)
+        site = web.TCPSite(app_runner, host="0.0.0.0", port=settings.port)
+        await site.start()
+        port = _bound_port(app_runner, settings.port)
+        logger.info("renderer listening on :%d, queue %s", port, queue.name)
+
+        loop_task = asyncio.create_task(worker.run(), name="queue-worker")
+        sampler = asyncio.create_task(_sample_memory(pool, metrics), name="memory-sampler")
+        try:
+            yield Renderer(settings, parts, pool, worker, queue, blobs, port)
+        finally:
+            parts.draining = True
+            sampler.cancel()
+            await worker.drain(timeout=settings.drain_timeout)
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+
+
+def _bound_port(app_runner: web.AppRunner, fallback: int) -> int:
+    for address in app_runner.addresses:
+        if isinstance(address, tuple):
+            return int(address[1])
+    return fallback
+
+
+async def _sample_memory(pool: pooling.BrowserPool, metrics: RendererMetrics) -> None:
+    while True:
+        with contextlib.suppress(Exception):
+            sizes = await pool.memory()
+            if sizes:
+                metrics.browser_memory.labels(stat="max").set(max(sizes))
+                metrics.browser_memory.labels(stat="sum").set(sum(sizes))
+        await asyncio.sleep(MEMORY_SAMPLE_S)
+
+
+async def serve(settings: RendererSettings) -> None:
+    """Run until SIGTERM or SIGINT, then drain."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with running(settings):
+        await stop.wait()
+        logger.info("stop signal received: draining")
+
+
+STARTUP_ERRORS = (templates.TemplateLoadError, pooling.PoolError, azurite.AzuriteError)
+
+
+def main(*, template_dir: Path | None, pool_size: int | None, port: int | None) -> int:
+    overrides: dict[str, object] = {}
+    if template_dir is not None:
+        overrides["templates"] = template_dir
+    if pool_size is not None:
+        overrides["pool_size"] = pool_size
+    if port is not None:
+        overrides["port"] = port
+    settings = RendererSettings.from_env(**overrides)
+    try:
+        asyncio.run(serve(settings))
+    except STARTUP_ERRORS as error:
+        logger.error("start-up failed: %s", error)
+        return 1
+    return 0

@@ -1,0 +1,204 @@
+"""The queue worker: receive as many jobs as the pool has room for, keep them leased, drain.
+
+- Receives in batches sized to the pool's free capacity (at most 32, Azure's limit).
+- A lease keeper extends every running job's visibility at a third of the visibility timeout,
+  so a render longer than the timeout is never delivered twice.
+- Storage outages: each failed receive backs off (with jitter) and the loop goes on.
+- ``drain()``: stop receiving, let running jobs finish within the grace period, then make what is
+  left visible again at once (visibility 0) so another pod takes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from reportfarm import backoff
+from reportfarm.storage import errors as storage_errors
+from reportfarm.storage.queueing import MAX_BATCH, JobQueue
+from reportfarm_renderer import pool as pooling
+from reportfarm_renderer.jobs import JobRunner, Lease
+from reportfarm_renderer.metrics import RendererMetrics
+
+logger = logging.getLogger(__name__)
+
+
+class QueueWorker:
+    def __init__(
+        self,
+        *,
+        runner: JobRunner,
+        queue: JobQueue,
+        pool: pooling.BrowserPool,
+        metrics: RendererMetrics,
+        visibility_timeout: int,
+        poll_max_s: float = 1.0,
+    ) -> None:
+        self.runner = runner
+        self.queue = queue
+        self.pool = pool
+        self.metrics = metrics
+        self.visibility_timeout = visibility_timeout
+        self.poll_max_s = poll_max_s
+        self.leases: dict[asyncio.Task[object], Lease] = {}
+        self.queue_ready = False
+        """False until a receive succeeds, and again after a failed one: /readyz reports it."""
+        self.last_error: str | None = None
+        self._stopping = asyncio.Event()
+        self._room = asyncio.Event()
+        self._failures = 0
+
+    @property
+    def running(self) -> int:
+        return len(self.leases)
+
+    def capacity(self) -> int:
+        """Jobs to ask for now: room in the pool, less jobs received and not yet finished."""
+        return max(0, min(MAX_BATCH, self.pool.size - self.running))
+
+    async def run(self) -> None:
+        keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
+        pause = 0.0
+        try:
+            while not self._stopping.is_set():
+                if pause:
+                    await self._sleep(pause)
+                    if self._stopping.is_set():
+                        break
+                wanted = self.capacity()
+                if wanted == 0:
+                    self._room.clear()
+                    await self._wait_for_room()
+                    continue
+                received = await self._receive(wanted)
+                if received is None:  # storage error: back off and go on
+                    pause = backoff.compute_backoff(self._failures, factor=0.5, max_backoff=30)
+                    continue
+                for lease in received:
+                    self._start(lease)
+                pause = 0.0 if received else min(self.poll_max_s, max(0.05, pause * 2 or 0.05))
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    async def _receive(self, wanted: int) -> list[Lease] | None:
+        try:
+            deliveries = await self.queue.receive(
+                max_messages=wanted, visibility_timeout=self.visibility_timeout
+            )
+        except Exception as error:
+            if not storage_errors.is_transient(error):
+                logger.exception("receiving from queue %s failed", self.queue.name)
+            self._failures += 1
+            self.queue_ready = False
+            self.last_error = f"{type(error).__name__}: {error}"[:300]
+            self.metrics.storage_errors.labels(operation="receive").inc()
+            logger.warning(
+                "queue %s unreachable (%d in a row): %s",
+                self.queue.name,
+                self._failures,
+                self.last_error,
+            )
+            return None
+        if self._failures:
+            logger.info(
+                "queue %s reachable again after %d failures", self.queue.name, self._failures
+            )
+        self._failures, self.queue_ready, self.last_error = 0, True, None
+        return [Lease(delivery) for delivery in deliveries]
+
+    def _start(self, lease: Lease) -> None:
+        task: asyncio.Task[object] = asyncio.create_task(self._run_job(lease))
+        self.leases[task] = lease
+        self.metrics.in_flight.set(len(self.leases))
+        task.add_done_callback(self._job_done)
+
+    async def _run_job(self, lease: Lease) -> object:
+        try:
+            return await self.runner.run(lease)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The runner handles job failures; this is a failure to record one (storage away).
+            # The message stays leased until its visibility ends, then comes back: nothing lost.
+            logger.exception("job of message %s could not be settled", lease.delivery.message_id)
+            lease.done = True
+            return "unsettled"
+
+    def _job_done(self, task: asyncio.Task[object]) -> None:
+        self.leases.pop(task, None)
+        self.metrics.in_flight.set(len(self.leases))
+        self._room.set()
+
+    async def _wait_for_room(self) -> None:
+        stop = asyncio.ensure_future(self._stopping.wait())
+        room = asyncio.ensure_future(self._room.wait())
+        # Also wake up now and then: the pool may have grown by a resize.
+        await asyncio.wait({stop, room}, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+        for future in (stop, room):
+            future.cancel()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+    async def _keep_leases(self) -> None:
+        every = max(1.0, self.visibility_timeout / 3)
+        while True:
+            await asyncio.sleep(min(every, 1.0))
+            now = time.monotonic()
+            for lease in list(self.leases.values()):
+                if lease.done or now - lease.extended_at < every:
+                    continue
+                await self._extend(lease)
+
+    async def _extend(self, lease: Lease) -> None:
+        async with lease.lock:
+            if lease.done:
+                return
+            try:
+                await self.queue.extend(lease.delivery, visibility_timeout=self.visibility_timeout)
+                lease.extended_at = time.monotonic()
+            except Exception as error:
+                self.metrics.storage_errors.labels(operation="extend").inc()
+                logger.warning("could not extend message %s: %s", lease.delivery.message_id, error)
+
+    async def drain(self, *, timeout: float) -> int:
+        """Stop receiving; wait up to ``timeout`` for running jobs; release the rest at once.
+
+        Returns the number of jobs released unfinished."""
+        self._stopping.set()
+        self.metrics.draining.set(1)
+        leases = dict(self.leases)
+        tasks = list(leases)
+        logger.info("draining: %d job(s) running, grace %.0f s", len(tasks), timeout)
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        unfinished = [task for task in tasks if not task.done()]
+        for task in unfinished:
+            task.cancel()
+        if unfinished:
+            await asyncio.wait(unfinished)
+        released = 0
+        for task in unfinished:
+            released += await self._release(leases[task])
+        logger.info("drained: %d finished, %d released", len(tasks) - len(unfinished), released)
+        return released
+
+    async def _release(self, lease: Lease) -> int:
+        async with lease.lock:
+            if lease.done:
+                return 0
+            lease.done = True
+            try:
+                await self.queue.release(lease.delivery, delay_s=0)
+            except Exception as error:
+                logger.warning(
+                    "could not release message %s (it returns after its visibility timeout): %s",
+                    lease.delivery.message_id,
+                    error,
+                )
+            return 1
