@@ -28,14 +28,15 @@ Filters on top of Jinja's own:
   ``%-d`` for month and day without a leading zero: ``"2026-05-08" | date("%-m月%-d日")`` gives
   ``5月8日``.
 
-Declarations: a template's first line may be a Jinja comment that starts with ``reportfarm:``
-followed by comma-separated options::
+Declarations: a template may start (nothing but whitespace before it) with a Jinja comment whose
+text begins with ``reportfarm:``, followed by comma-separated options::
 
     {# reportfarm: javascript #}
 
 The only option is ``javascript``: the page runs JavaScript when it prints (default: it does not).
-An unknown option fails at start-up, so a typo does not silently switch JavaScript off. Only the
-job template's own first line counts, not the files it includes or extends.
+Being a comment, the declaration renders to nothing. An unknown option fails at start-up, so a typo
+does not silently leave JavaScript off. Only the job template's own file counts, not the files it
+includes or extends.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ DEFAULT_MAX_HTML_BYTES = 20 * 1024 * 1024
 
 _DECLARATION = re.compile(r"\A\s*\{#-?\s*reportfarm:(?P<options>.*?)-?#\}", re.DOTALL)
 _OPTIONS = frozenset({"javascript"})
+_NAMES_HINT = "*.html, *.html.j2; partials _*.html"
 _MAX_EXPONENT = 1024
 
 
@@ -93,7 +95,9 @@ class UnknownTemplateError(TemplateError):
 class TemplateRenderError(TemplateError):
     """The data breaks the template: a missing field, a wrong type, a sandbox violation, a bound."""
 
-    def __init__(self, name: str, reason: str, *, file: str | None = None, line: int | None = None):
+    def __init__(
+        self, name: str, reason: str, *, file: str | None = None, line: int | None = None
+    ) -> None:
         where = f" at {file}, line {line}" if file and line is not None else ""
         super().__init__(f"template {name!r} failed{where}: {reason}")
         self.name = name
@@ -136,12 +140,10 @@ class TemplateCatalog:
         """Compile templates given as ``{file name: source}``, named as in a folder."""
         for file in sources:
             if not _template_name(file):
-                raise TemplateLoadError(
-                    file, f"not a template file name (*{', *'.join(_suffixes())})"
-                )
+                raise TemplateLoadError(file, f"not a template file name ({_NAMES_HINT})")
         jobs = {_template_name(file): file for file in sources if not file.startswith("_")}
         if not jobs:
-            raise TemplateLoadError("(sources)", f"no job templates (*{', *'.join(_suffixes())})")
+            raise TemplateLoadError("(sources)", f"no job templates ({_NAMES_HINT})")
         env = _Sandbox(sources, max_html_bytes=max_html_bytes)
         for file, source in sorted(sources.items()):
             _check(env, file, source, sources)
@@ -165,9 +167,8 @@ class TemplateCatalog:
         entry = self._entry(name)
         chunks: list[str] = []
         size = 0
-        stream = entry.template.generate(dict(data))
         try:
-            for chunk in stream:
+            for chunk in entry.template.generate(dict(data)):
                 size += len(chunk.encode("utf-8"))
                 if size > self._max_html_bytes:
                     raise TemplateRenderError(
@@ -247,7 +248,7 @@ def _read_folder(folder: Path) -> dict[str, str]:
         except (OSError, UnicodeDecodeError) as e:
             raise TemplateLoadError(path.name, f"cannot read: {e}") from e
     if not any(not file.startswith("_") for file in sources):
-        raise TemplateLoadError(str(folder), f"no job templates (*{', *'.join(_suffixes())})")
+        raise TemplateLoadError(str(folder), f"no job templates ({_NAMES_HINT})")
     return sources
 
 
@@ -290,10 +291,6 @@ def _template_name(file: str) -> str:
         if file.endswith(suffix):
             return file.removesuffix(suffix)
     return ""
-
-
-def _suffixes() -> list[str]:
-    return list(reversed(TEMPLATE_SUFFIXES))
 
 
 def _render_error(name: str, error: BaseException, reason: str) -> TemplateRenderError:
