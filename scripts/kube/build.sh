@@ -104,10 +104,12 @@ build_etcd() {
   stamp etcd "${ETCD_VERSION}"
 }
 
-# go_install NAME PACKAGE VERSION: plain `go install` into the bin dir.
+# go_install NAME PACKAGE VERSION [VERSION_VAR]: plain `go install` into the bin dir;
+# VERSION_VAR is the Go variable the tool prints as its version (set with -X).
 go_install() {
-  local gobin="${WORK}/gobin-$1"
-  GOBIN="${gobin}" go install -p "${BUILD_JOBS}" -trimpath -ldflags "-s -w" "$2@$3"
+  local gobin="${WORK}/gobin-$1" ldflags="-s -w"
+  if [[ -n "${4:-}" ]]; then ldflags+=" -X $4=$3"; fi
+  GOBIN="${gobin}" go install -p "${BUILD_JOBS}" -trimpath -ldflags "${ldflags}" "$2@$3"
   mv -f "${gobin}/$1" "${BIN}/$1"
   stamp "$1" "$3"
 }
@@ -120,12 +122,12 @@ build_kwok_stages() {
   src="$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" |
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/kustomize/stage"
   : >"${out}"
-  for part in $(sed -n 's#^- \.\./##p' "${src}/fast/kustomization.yaml"); do
-    for file in $(sed -n 's#^- \(.*\.yaml\)$#\1#p' "${src}/${part}/kustomization.yaml"); do
+  while read -r part; do
+    while read -r file; do
       printf -- '---\n' >>"${out}"
       cat "${src}/${part}/${file}" >>"${out}"
-    done
-  done
+    done < <(sed -n 's#^- \(.*\.yaml\)$#\1#p' "${src}/${part}/kustomization.yaml")
+  done < <(sed -n 's#^- \.\./##p' "${src}/fast/kustomization.yaml")
   grep -q '^kind: Stage' "${out}" || { log "no kwok stages found under ${src}"; exit 1; }
   mv -f "${out}" "${BIN}/kwok-stages.yaml"
 }
@@ -145,14 +147,14 @@ if up_to_date etcd "${ETCD_VERSION}"; then log "etcd ${ETCD_VERSION}: up to date
   timed "etcd ${ETCD_VERSION}" build_etcd
 fi
 
-while read -r name pkg version; do
+while read -r name pkg version version_var; do
   if up_to_date "${name}" "${version}"; then log "${name} ${version}: up to date"; else
-    timed "${name} ${version}" go_install "${name}" "${pkg}" "${version}"
+    timed "${name} ${version}" go_install "${name}" "${pkg}" "${version}" "${version_var}"
   fi
 done <<EOF
 kwok sigs.k8s.io/kwok/cmd/kwok ${KWOK_VERSION}
-helm helm.sh/helm/v3/cmd/helm ${HELM_VERSION}
-kubeconform github.com/yannh/kubeconform/cmd/kubeconform ${KUBECONFORM_VERSION}
+helm helm.sh/helm/v3/cmd/helm ${HELM_VERSION} helm.sh/helm/v3/internal/version.version
+kubeconform github.com/yannh/kubeconform/cmd/kubeconform ${KUBECONFORM_VERSION} main.version
 EOF
 
 if [[ ! -f "${BIN}/kwok-stages.yaml" || "${BIN}/.kwok.version" -nt "${BIN}/kwok-stages.yaml" ]]; then

@@ -8,10 +8,13 @@ and whose Pods it marks Running, so Deployments, scheduling and capacity behave 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import dataclasses
 import datetime
+import functools
+import ipaddress
 import json
 import logging
 import os
@@ -57,122 +60,111 @@ def bin_dir() -> Path:
     override = os.environ.get("REPORTFARM_KUBE_BIN")
     if override:
         return Path(override)
-    done = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True)
+    done = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
+    )
     return Path(done.stdout.strip().splitlines()[-1])
 
 
 # --- certificates ----------------------------------------------------------------------------
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+def _pem(obj: Any) -> bytes:
+    """PEM of a certificate, a private key (PKCS#8) or a public key."""
+    if isinstance(obj, x509.Certificate):
+        return obj.public_bytes(serialization.Encoding.PEM)
+    if isinstance(obj, ec.EllipticCurvePublicKey | rsa.RSAPublicKey):
+        return obj.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    return bytes(
+        obj.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
     )
 
 
 class _Pki:
-    """A throwaway CA issuing the apiserver's serving cert and every client cert."""
+    """A throwaway CA issuing the apiserver's serving cert and every client cert, plus the
+    service-account signing key. Files are written to ``directory``."""
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.dir.mkdir(parents=True)
         self._key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "reportfarm-test-ca")])
-        self._name = name
-        self._cert = (
-            self._builder(name, self._key.public_key())
-            .issuer_name(name)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(self._key, hashes.SHA256())
+        self._name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "reportfarm-test-ca")])
+        ca = self._sign(
+            self._name,
+            self._key.public_key(),
+            x509.BasicConstraints(ca=True, path_length=None),
         )
-        self.ca_pem = self._cert.public_bytes(serialization.Encoding.PEM)
-        self.ca_file = self._write("ca.crt", self.ca_pem)
+        self.ca_file = self._write("ca.crt", _pem(ca))
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.sa_key_file = self._write("sa.key", _pem_key(sa_key))
-        self.sa_pub_file = self._write(
-            "sa.pub",
-            sa_key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            ),
-        )
-
-    @staticmethod
-    def _builder(subject: x509.Name, public_key: Any) -> x509.CertificateBuilder:
-        now = datetime.datetime.now(datetime.UTC)
-        return (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .public_key(public_key)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=2))
-        )
+        self.sa_key_file = self._write("sa.key", _pem(sa_key))
+        self.sa_pub_file = self._write("sa.pub", _pem(sa_key.public_key()))
 
     def _write(self, name: str, data: bytes) -> Path:
         path = self.dir / name
         path.write_bytes(data)
         return path
 
-    def issue(self, name: str, *, common_name: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
-        """A client certificate (user ``common_name`` in ``groups``): (cert file, key file)."""
-        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-        return self._issue(name, x509.Name(attrs), ExtendedKeyUsageOID.CLIENT_AUTH, san=None)
-
-    def issue_serving(self, name: str) -> tuple[Path, Path]:
-        """The apiserver's serving certificate, valid for loopback and the in-cluster names."""
-        import ipaddress
-
-        dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
-        ips = [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address(_SERVICE_IP)]
-        san = x509.SubjectAlternativeName(
-            [x509.DNSName(d) for d in dns] + [x509.IPAddress(ip) for ip in ips]
-        )
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")])
-        return self._issue(name, subject, ExtendedKeyUsageOID.SERVER_AUTH, san=san)
-
-    def _issue(
-        self, name: str, subject: x509.Name, usage: x509.ObjectIdentifier, *, san: Any
-    ) -> tuple[Path, Path]:
-        key = ec.generate_private_key(ec.SECP256R1())
+    def _sign(self, subject: x509.Name, public_key: Any, *extensions: Any) -> x509.Certificate:
+        now = datetime.datetime.now(datetime.UTC)
         builder = (
-            self._builder(subject, key.public_key())
+            x509.CertificateBuilder()
+            .subject_name(subject)
             .issuer_name(self._name)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=7))
         )
-        if san is not None:
-            builder = builder.add_extension(san, critical=False)
-        cert = builder.sign(self._key, hashes.SHA256())
-        return (
-            self._write(f"{name}.crt", cert.public_bytes(serialization.Encoding.PEM)),
-            self._write(f"{name}.key", _pem_key(key)),
-        )
+        for extension in extensions:
+            builder = builder.add_extension(extension, critical=False)
+        return builder.sign(self._key, hashes.SHA256())
 
+    def issue(
+        self, name: str, *, user: str, groups: tuple[str, ...] = (), serving: bool = False
+    ) -> tuple[Path, Path]:
+        """A certificate for ``user`` in ``groups`` (client), or with ``serving``, the
+        apiserver's (loopback and in-cluster names). Returns (cert file, key file)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+        subject = x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, user)])
+        if serving:
+            dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
+            ips = [ipaddress.ip_address(ip) for ip in ("127.0.0.1", _SERVICE_IP)]
+            names = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ip) for ip in ips]
+            extensions = [
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                x509.SubjectAlternativeName(names),
+            ]
+        else:
+            extensions = [x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])]
+        cert = self._sign(subject, key.public_key(), *extensions)
+        return self._write(f"{name}.crt", _pem(cert)), self._write(f"{name}.key", _pem(key))
 
-def _write_kubeconfig(path: Path, *, server: str, ca: Path, cert: Path, key: Path) -> Path:
-    """A self-contained kubeconfig (certificates embedded; JSON is valid YAML)."""
-    import base64
+    def kubeconfig(self, path: Path, *, server: str, cert: Path, key: Path) -> Path:
+        """A self-contained kubeconfig for this cert (data embedded; JSON is valid YAML)."""
 
-    def b64(p: Path) -> str:
-        return base64.b64encode(p.read_bytes()).decode()
+        def b64(p: Path) -> str:
+            return base64.b64encode(p.read_bytes()).decode()
 
-    name = "reportfarm-test"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": name, "cluster": {"server": server, "certificate-authority-data": b64(ca)}}
-        ],
-        "users": [
-            {"name": name, "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)}}
-        ],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-        "current-context": name,
-    }
-    path.write_text(json.dumps(config, indent=2))
-    return path
+        cluster = {"server": server, "certificate-authority-data": b64(self.ca_file)}
+        user = {"client-certificate-data": b64(cert), "client-key-data": b64(key)}
+        name = "reportfarm-test"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": cluster}],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name,
+        }
+        path.write_text(json.dumps(config, indent=2))
+        return path
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -226,20 +218,27 @@ class ControlPlane:
 
     >>> with ControlPlane(bin_dir()) as cp:
     ...     cp.add_node("node-a", cpu="8", memory="32Gi")
-    ...     subprocess.run(["kubectl", "--kubeconfig", cp.kubeconfig, "get", "nodes"])
+    ...     subprocess.run(["kubectl", f"--kubeconfig={cp.kubeconfig}", "get", "nodes"])
 
-    The admin user (group ``system:masters``) in :attr:`kubeconfig` may do anything.
+    The admin user of :attr:`kubeconfig` is in group ``system:masters``. Certificates, etcd's data
+    and each component's log live in :attr:`workdir`: a given directory (kept), or a temporary
+    one (removed on :meth:`stop` unless ``REPORTFARM_KEEP_KUBE`` is set).
     """
 
     external = False
 
-    def __init__(self, bin_dir: Path, *, startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self, bin_dir: Path, *, workdir: Path | None = None, startup_timeout: float = 120.0
+    ) -> None:
         self.bin_dir = bin_dir
         self.startup_timeout = startup_timeout
-        self.fake_nodes: list[str] = []
+        self.fake_nodes: dict[str, dict[str, str]] = {}
+        """The fake nodes added so far: name -> capacity."""
+        self._given_workdir = workdir
         self.workdir: Path | None = None
+        self.server = ""
+        """The apiserver's URL, ``https://127.0.0.1:<port>``."""
         self._components: list[_Component] = []
-        self._server = ""
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def __enter__(self) -> Self:
@@ -255,72 +254,54 @@ class ControlPlane:
             raise ControlPlaneError("the control plane is not started")
         return self.workdir / "kubeconfig"
 
-    @property
-    def server(self) -> str:
-        """The apiserver's URL, ``https://127.0.0.1:<port>``."""
-        return self._server
-
     def start(self) -> Self:
         """Start every component and wait until the cluster can run Deployments."""
-        self.workdir = Path(tempfile.mkdtemp(prefix="reportfarm-kube-"))
+        if self._given_workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="reportfarm-kube-"))
+        else:
+            self.workdir = self._given_workdir
+            self.workdir.mkdir(parents=True, exist_ok=True)
         try:
-            self._start_all(self.workdir)
+            self._start_components(self.workdir, _Pki(self.workdir / "pki"))
             self.wait_until_ready()
         except BaseException:
-            logs = self.logs()
             self.stop()
-            logger.error("control plane failed to start; component logs:\n%s", logs)
             raise
         return self
 
-    def _start_all(self, work: Path) -> None:
-        pki = _Pki(work / "pki")
+    def _start_components(self, workdir: Path, pki: _Pki) -> None:
         etcd_port, peer_port, api_port = _free_ports(3)
-        self._server = f"https://127.0.0.1:{api_port}"
-        admin_cert, admin_key = pki.issue("admin", common_name="admin", groups=("system:masters",))
-        context = ssl.create_default_context(cafile=str(pki.ca_file))
-        context.load_cert_chain(admin_cert, admin_key)
+        self.server = f"https://127.0.0.1:{api_port}"
+        cert, key = pki.issue("admin", user="admin", groups=("system:masters",))
+        pki.kubeconfig(self.kubeconfig, server=self.server, cert=cert, key=key)
+        tls = ssl.create_default_context(cafile=str(pki.ca_file))
+        tls.load_cert_chain(cert, key)
         self._opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=tls)
         )
-        kubeconfigs = {
-            user: _write_kubeconfig(
-                work / ("kubeconfig" if user == "admin" else f"{user}.kubeconfig"),
-                server=self._server,
-                ca=pki.ca_file,
-                cert=cert,
-                key=key,
-            )
-            for user, (cert, key) in {
-                "admin": (admin_cert, admin_key),
-                "kube-controller-manager": pki.issue(
-                    "kcm", common_name="system:kube-controller-manager"
-                ),
-                "kube-scheduler": pki.issue("scheduler", common_name="system:kube-scheduler"),
-                "kwok": pki.issue("kwok", common_name="kwok", groups=("system:masters",)),
-            }.items()
-        }
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
-        peer_url = f"http://127.0.0.1:{peer_port}"
+
+        etcd = f"http://127.0.0.1:{etcd_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
         self._spawn(
             "etcd",
-            f"--data-dir={work / 'etcd'}",
-            f"--listen-client-urls={etcd_url}",
-            f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls={peer_url}",
-            f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=default={peer_url}",
+            f"--data-dir={workdir / 'etcd'}",
+            f"--listen-client-urls={etcd}",
+            f"--advertise-client-urls={etcd}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=default={peer}",
             "--unsafe-no-fsync",
             "--log-level=warn",
         )
-        self._poll("etcd /health", lambda: self._http_ok(f"{etcd_url}/health"))
-        serving_cert, serving_key = pki.issue_serving("apiserver")
+        self._poll("etcd /health", lambda: self._http_ok(f"{etcd}/health"))
+
+        cert, key = pki.issue("apiserver", user="kube-apiserver", serving=True)
         self._spawn(
             "kube-apiserver",
-            f"--etcd-servers={etcd_url}",
-            f"--cert-dir={work / 'apiserver-certs'}",
-            f"--tls-cert-file={serving_cert}",
-            f"--tls-private-key-file={serving_key}",
+            f"--etcd-servers={etcd}",
+            f"--cert-dir={workdir / 'apiserver-certs'}",
+            f"--tls-cert-file={cert}",
+            f"--tls-private-key-file={key}",
             f"--secure-port={api_port}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
@@ -335,10 +316,17 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",
             "--profiling=false",
         )
-        self._poll("kube-apiserver /readyz", lambda: self._http_ok(f"{self._server}/readyz"))
+        self._poll("kube-apiserver /readyz", lambda: self._http_ok(f"{self.server}/readyz"))
+
+        # Each component gets its own identity (and the RBAC roles bootstrapped for it).
+        def kubeconfig_for(name: str, user: str, *groups: str) -> str:
+            cert, key = pki.issue(name, user=user, groups=groups)
+            path = workdir / f"{name}.kubeconfig"
+            return f"--kubeconfig={pki.kubeconfig(path, server=self.server, cert=cert, key=key)}"
+
         self._spawn(
             "kube-controller-manager",
-            f"--kubeconfig={kubeconfigs['kube-controller-manager']}",
+            kubeconfig_for("kube-controller-manager", "system:kube-controller-manager"),
             "--secure-port=0",
             "--leader-elect=true",  # its Lease doubles as the readiness signal
             "--use-service-account-credentials=true",
@@ -347,14 +335,14 @@ class ControlPlane:
         )
         self._spawn(
             "kube-scheduler",
-            f"--kubeconfig={kubeconfigs['kube-scheduler']}",
+            kubeconfig_for("kube-scheduler", "system:kube-scheduler"),
             "--secure-port=0",
             "--leader-elect=true",
         )
         self._spawn(
             "kwok",
-            f"--kubeconfig={kubeconfigs['kwok']}",
-            f"--config={self.bin_dir / 'kwok-stages.yaml'}",
+            kubeconfig_for("kwok", "kwok", "system:masters"),
+            f"--config={self.bin_dir / 'kwok-stages.yaml'}",  # written by build.sh
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
             "--cidr=10.244.0.0/16",
@@ -378,14 +366,15 @@ class ControlPlane:
         self._components.append(_Component(name, process, log))
 
     def stop(self) -> None:
-        """Stop every component (newest first), reap them, remove the working directory."""
+        """Stop every component (newest first) and reap it; remove a temporary workdir."""
         while self._components:
             self._components.pop().stop()
-        if self.workdir is not None and not os.environ.get("REPORTFARM_KEEP_KUBE"):
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._given_workdir is None and self.workdir is not None:
+            if not os.environ.get("REPORTFARM_KEEP_KUBE"):
+                shutil.rmtree(self.workdir, ignore_errors=True)
 
     def logs(self, *, lines: int = 40) -> str:
-        """The last ``lines`` lines of every component's log."""
+        """The last ``lines`` lines of every running component's log."""
         return "\n\n".join(c.tail(lines) for c in self._components)
 
     # --- readiness ---
@@ -393,21 +382,18 @@ class ControlPlane:
     def wait_until_ready(self, *, timeout: float | None = None) -> None:
         """Wait for /readyz, the controller-manager's and scheduler's leader Leases, and the
         ``default`` ServiceAccount (Pods cannot be created in a namespace before it exists)."""
-        timeout = self.startup_timeout if timeout is None else timeout
+        leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
         checks = {
             "kube-apiserver /readyz": "/readyz",
-            "kube-controller-manager leader lease": (
-                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
-            ),
-            "kube-scheduler leader lease": (
-                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler"
-            ),
+            "kube-controller-manager leader lease": f"{leases}/kube-controller-manager",
+            "kube-scheduler leader lease": f"{leases}/kube-scheduler",
             "ServiceAccount default/default": "/api/v1/namespaces/default/serviceaccounts/default",
         }
         for what, path in checks.items():
-            self._poll(what, lambda p=path: self._http_ok(self._server + p), timeout=timeout)
+            self._poll(what, functools.partial(self._http_ok, self.server + path), timeout=timeout)
 
     def _poll(self, what: str, check: Callable[[], bool], *, timeout: float | None = None) -> None:
+        """Poll ``check`` until true; fail early, with the logs, if a component exits."""
         deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
         while not check():
             dead = [c for c in self._components if c.process.poll() is not None]
@@ -422,15 +408,14 @@ class ControlPlane:
         try:
             with self._opener.open(url, timeout=5) as response:
                 return bool(response.status == 200)
-        except (OSError, urllib.error.URLError):
+        except OSError:  # refused, TLS not up yet, or an HTTPError (4xx/5xx)
             return False
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """Call the API as admin; returns the decoded JSON (raises HTTPError on 4xx/5xx)."""
-        data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            self._server + path,
-            data=data,
+            self.server + path,
+            data=None if body is None else json.dumps(body).encode(),
             method=method,
             headers={"Content-Type": "application/json", "Accept": "application/json"},
         )
@@ -448,49 +433,43 @@ class ControlPlane:
         pods: str = "110",
         wait: bool = True,
     ) -> None:
-        """Create a kwok-managed fake Node with this capacity; by default wait until Ready."""
+        """Create a fake Node with this capacity, managed by kwok; by default wait until it
+        can take Pods. Labelled ``type: kwok``."""
         capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+        labels = {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
         node = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
                 "name": name,
                 "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                "labels": {
-                    "type": "kwok",
-                    "kubernetes.io/hostname": name,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                },
+                "labels": labels,
             },
             "status": {
                 "capacity": capacity,
                 "allocatable": capacity,
-                "nodeInfo": {
-                    "architecture": "amd64",
-                    "operatingSystem": "linux",
-                    "kubeletVersion": "fake",
-                    "kubeProxyVersion": "fake",
-                },
+                "nodeInfo": {"kubeletVersion": "fake", "operatingSystem": "linux"},
             },
         }
         self.request("POST", "/api/v1/nodes", node)
-        self.fake_nodes.append(name)
+        self.fake_nodes[name] = capacity
         if wait:
             self.wait_node_ready(name)
 
     def remove_node(self, name: str) -> None:
-        """Delete a fake Node (its Pods are then evicted by the controller-manager)."""
+        """Delete a fake Node (the controller-manager then deletes its Pods)."""
         self.request("DELETE", f"/api/v1/nodes/{name}")
-        self.fake_nodes.remove(name)
+        del self.fake_nodes[name]
 
     def wait_node_ready(self, name: str, *, timeout: float = 60.0) -> None:
-        """Wait until kwok reports the Node Ready."""
+        """Wait until kwok reports the Node Ready and its not-ready taint is gone."""
 
         def ready() -> bool:
             node = self.request("GET", f"/api/v1/nodes/{name}")
             conditions = node.get("status", {}).get("conditions", [])
-            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            taints = [t["key"] for t in node.get("spec", {}).get("taints", [])]
+            is_ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            return is_ready and "node.kubernetes.io/not-ready" not in taints
 
         self._poll(f"node {name} Ready", ready, timeout=timeout)
 
@@ -498,18 +477,21 @@ class ControlPlane:
 class ExternalCluster:
     """A cluster the user already runs (kind, minikube, ...), reached through its kubeconfig.
 
-    Same surface as :class:`ControlPlane`, but nodes are the cluster's own: :meth:`add_node`
-    only logs a note.
+    Same surface as :class:`ControlPlane`, but the nodes are the cluster's own: :meth:`add_node`
+    only logs a note and :attr:`fake_nodes` stays empty.
     """
 
     external = True
 
     def __init__(self, kubeconfig: Path) -> None:
         self.kubeconfig = kubeconfig
-        self.fake_nodes: list[str] = []
+        self.fake_nodes: dict[str, dict[str, str]] = {}
 
     def add_node(self, name: str, **capacity: Any) -> None:
         logger.warning("external cluster: not adding fake node %s %s", name, capacity)
+
+    def wait_until_ready(self, *, timeout: float | None = None) -> None:
+        pass
 
     def logs(self, *, lines: int = 40) -> str:
         return ""
@@ -517,13 +499,12 @@ class ExternalCluster:
 
 def reachable(kubeconfig: Path, *, timeout: float = 5.0) -> bool:
     """Whether the cluster of ``kubeconfig``'s current context answers /version."""
-    import kubernetes
+    import kubernetes  # only needed for a user's own cluster, whose auth may be anything
 
     try:
-        client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-        with client:
+        with kubernetes.config.new_client_from_config(config_file=str(kubeconfig)) as client:
             kubernetes.client.VersionApi(client).get_code(_request_timeout=timeout)
-    except Exception as error:  # any failure (bad file, auth, network) means "not usable"
-        logger.warning("cluster of %s is not reachable: %s", kubeconfig, error)
+    except Exception as error:  # a bad file, auth or network: not usable either way
+        logger.warning("the cluster of %s is not reachable: %s", kubeconfig, error)
         return False
     return True
