@@ -7,14 +7,17 @@ simulator replay the same brain, and the tests read as a table.
 Two dimensions are scaled: replicas (pods, seconds to start) and browsers per pod (a pool resize
 inside running pods, no cold start). The steps, in order:
 
-1. Required browsers, Little's law style: the browsers busy now, plus the browsers that drain the
-   waiting backlog within the accepted wait (``waiting * render_s / target_wait_s``), over the
-   target utilization. Optionally at least ``depth / jobs_per_browser`` (KEDA-like targets).
+1. Required browsers, Little's law style: the browsers busy (a moving average, so arrival noise
+   does not move the pool), plus the browsers that drain the waiting backlog within the accepted
+   wait (``waiting * render_s / target_wait_s``), over the target utilization. Optionally at
+   least ``depth / jobs_per_browser`` (a KEDA-like target).
 2. Stabilization: the highest requirement seen in the scale-down window wins (as the HPA does).
    Scale-up is never delayed; scale-down only happens once the window has forgotten the peak.
-3. A tolerance band around the current capacity: small changes are ignored (no flapping).
-4. Shape: as few pods as hold the requirement at the most browsers that fit in a pod; while new
-   pods are starting, the ready ones run more browsers (up to the fit) to cover for them.
+3. Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
+   holds the need plus the tolerance band (and one spare browser), so noise does not flap.
+4. Shape: the fewest pods that hold the requirement. The pool inside the floor pods follows the
+   need first (seconds, no cold start); pods are added when they are full, and past the floor
+   pods run full pools (a pod costs the same with 1 or 4 browsers; the spare ones are headroom).
 5. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
    first message wakes the pool. An unreadable queue keeps the current size, never zero.
 """
@@ -46,11 +49,11 @@ class Reason(enum.StrEnum):
     STABILIZING = "Stabilizing"
     """Less is needed now, but the scale-down window still remembers a higher need."""
     WITHIN_TOLERANCE = "WithinTolerance"
-    """The need differs from the capacity by less than the tolerance band."""
+    """Less is needed, but not enough to shrink past the tolerance band."""
     WAITING_FOR_IDLE = "WaitingForIdle"
     """Nothing to do, but not for long enough to scale to zero: one pod stays warm."""
     STEADY = "Steady"
-    """The current size is exactly what is needed."""
+    """The current size is the one the need asks for."""
     QUEUE_UNREADABLE = "QueueUnreadable"
     """The queue depth is unknown: the current size is kept (never zero on an error)."""
 
@@ -75,7 +78,7 @@ class PoolSpec:
     """CPU one browser needs while rendering, in cores."""
     browser_memory_mib: float = 512
     """Memory one browser needs, in MiB."""
-    target_wait_s: float = 10.0
+    target_wait_s: float = 5.0
     """The queue wait the user accepts: the backlog should drain within this time."""
     jobs_per_browser: float | None = None
     """Optional KEDA-like target: at least ``depth / jobs_per_browser`` browsers."""
@@ -83,11 +86,14 @@ class PoolSpec:
     """The share of browsers busy in steady state; the rest absorbs arrival noise."""
     default_render_s: float = 1.0
     """Render time assumed while the renderers report none."""
+    busy_smoothing_s: float = 20.0
+    """Time constant of the moving average of busy browsers (the steady concurrency), so that
+    arrival noise does not move the pool; the waiting backlog is never smoothed."""
     tolerance: float = 0.1
     """Relative band around the current capacity in which nothing changes."""
     scale_down_stabilization_s: float = 60.0
     """Scale down only to the highest need seen in this window."""
-    scale_to_zero_idle_s: float = 120.0
+    scale_to_zero_idle_s: float = 300.0
     """With ``min_replicas == 0``: scale to zero after this long without any work."""
 
     def __post_init__(self) -> None:
@@ -103,8 +109,9 @@ class PoolSpec:
             raise ValueError("jobs_per_browser must be > 0 when set")
         if not 0 < self.target_utilization <= 1 or not 0 <= self.tolerance < 1:
             raise ValueError("need 0 < target_utilization <= 1 and 0 <= tolerance < 1")
-        if self.scale_down_stabilization_s < 0 or self.scale_to_zero_idle_s < 0:
-            raise ValueError("windows must be >= 0")
+        windows = (self.scale_down_stabilization_s, self.scale_to_zero_idle_s)
+        if min(*windows, self.busy_smoothing_s) < 0:
+            raise ValueError("windows and smoothing must be >= 0")
 
     @property
     def browsers_that_fit(self) -> int:
@@ -128,7 +135,7 @@ class Observation:
     queue_depth: int | None
     """Approximate message count (includes in-flight messages); None if the queue was unreadable."""
     ready_replicas: int
-    """Pods ready to render."""
+    """Pods ready to render (taken as the current size while the state holds no decision)."""
     browsers_per_pod: int
     """The pool size the pods currently run."""
     busy_browsers: int | None = None
@@ -150,6 +157,8 @@ class State:
     can still be the window's maximum are kept: required browsers strictly decrease with time."""
     last_work_at: float | None = None
     """When work (a queued message or a busy browser) was last seen."""
+    busy_average: float | None = None
+    """Moving average of busy browsers, as of ``decided_at``."""
     replicas: int | None = None
     """The last decision's replicas (None before the first decision)."""
     browsers_per_pod: int | None = None
@@ -164,6 +173,7 @@ class State:
         return {
             "window": [{"at": at, "browsers": browsers} for at, browsers in self.window],
             "lastWorkAt": self.last_work_at,
+            "busyAverage": self.busy_average,
             "replicas": self.replicas,
             "browsersPerPod": self.browsers_per_pod,
             "reason": self.reason,
@@ -190,6 +200,7 @@ class State:
         return cls(
             window=window,
             last_work_at=number("lastWorkAt"),
+            busy_average=number("busyAverage"),
             replicas=integer("replicas"),
             browsers_per_pod=integer("browsersPerPod"),
             reason=None if data.get("reason") is None else str(data["reason"]),
@@ -213,22 +224,35 @@ class Decision:
     state: State
 
 
-def required_browsers(observation: Observation, spec: PoolSpec) -> int:
-    """Browsers needed now (before stabilization). The queue depth must be known."""
+def required_browsers(
+    observation: Observation, spec: PoolSpec, *, concurrency: float | None = None
+) -> int:
+    """
+    Browsers needed now (before stabilization); the queue depth must be known.
+
+    ``concurrency`` is the steady number of busy browsers to size for (``decide`` passes its
+    moving average); by default the observed busy browsers.
+    """
     depth = observation.queue_depth or 0
-    if observation.busy_browsers is None:  # assume every running browser is busy, capped by depth
-        busy = min(depth, observation.ready_replicas * observation.browsers_per_pod)
-    else:
-        busy = observation.busy_browsers
+    busy = _busy(observation)
     waiting = max(0, depth - busy)  # the approximate count includes the in-flight messages
-    if busy == 0 and waiting == 0:
+    concurrency = busy if concurrency is None else concurrency
+    if depth == 0 and busy == 0 and concurrency < 0.5:
         return 0
     render_s = observation.mean_render_s or spec.default_render_s
-    concurrency = busy + waiting * render_s / spec.target_wait_s  # Little's law: L = lambda * W
-    need = math.ceil(concurrency / spec.target_utilization - 1e-9)
+    drain = waiting * render_s / spec.target_wait_s  # Little's law: L = lambda * W
+    need = math.ceil((concurrency + drain) / spec.target_utilization - 1e-9)
     if spec.jobs_per_browser is not None:
         need = max(need, math.ceil(depth / spec.jobs_per_browser - 1e-9))
-    return max(1, need)
+    return max(1 if depth or busy else 0, need)
+
+
+def _busy(observation: Observation) -> int:
+    """Busy browsers; if unknown, assume every running browser is busy (capped by the depth)."""
+    if observation.busy_browsers is not None:
+        return observation.busy_browsers
+    depth = observation.queue_depth or 0
+    return min(depth, observation.ready_replicas * observation.browsers_per_pod)
 
 
 def deletion_costs(busy_by_pod: Mapping[str, int | None]) -> dict[str, int]:
@@ -256,7 +280,8 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     busy = observation.busy_browsers or 0
     has_work = (observation.queue_depth or 0) > 0 or busy > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
-    state = dataclasses.replace(state, last_work_at=last_work_at)
+    average = _average(state, now=now, busy=_busy(observation), span=spec.busy_smoothing_s)
+    state = dataclasses.replace(state, last_work_at=last_work_at, busy_average=average)
 
     if observation.queue_depth is None:  # keep the size: never shrink (or zero) on an error
         message = f"queue unreadable: keeping {cur_replicas} pods x {cur_bpp} browsers"
@@ -271,22 +296,22 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
             spec=spec,
         )
 
-    raw = required_browsers(observation, spec)
-    window = _remember(state.window, now=now, need=raw, span=spec.scale_down_stabilization_s)
+    raw = required_browsers(observation, spec=spec, concurrency=average)
+    window = _remember(state.window, now=now, need=raw, spec=spec)
     need = window[0][1]  # the oldest kept entry is the window's maximum
     state = dataclasses.replace(state, window=window)
-    replicas, bpp = _shape(need, ready=observation.ready_replicas, spec=spec)
     idle_for = now - last_work_at
-    capacity = cur_replicas * cur_bpp
-    in_band = abs(need - capacity) <= spec.tolerance * capacity
-    valid = spec.min_replicas <= cur_replicas <= spec.max_replicas
-    valid = valid and spec.fewest_browsers <= cur_bpp <= spec.browsers_that_fit
+    current = (cur_replicas, cur_bpp)
+    replicas, bpp = up = _shape(need, spec=spec)
+    # Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
+    # holds the need plus the tolerance band (and at least one spare browser).
+    down = _shape(need + max(1, math.ceil(spec.tolerance * need)), spec=spec)
 
-    if replicas == 0 and (cur_replicas == 0 or idle_for >= spec.scale_to_zero_idle_s):
+    if up[0] == 0 and (cur_replicas == 0 or idle_for >= spec.scale_to_zero_idle_s):
         reason = Reason.STEADY if cur_replicas == 0 else Reason.SCALE_TO_ZERO
-        replicas, bpp = 0, cur_bpp
+        replicas, bpp = 0, min(max(cur_bpp, spec.fewest_browsers), spec.browsers_that_fit)
         message = f"no work for {idle_for:.0f}s: zero pods"
-    elif replicas == 0:  # min_replicas == 0, but not idle for long enough: keep one pod warm
+    elif up[0] == 0:  # min_replicas == 0, but not idle for long enough: keep one pod warm
         replicas, bpp = 1, spec.fewest_browsers
         reason = _reason(replicas=1, bpp=bpp, cur_replicas=cur_replicas, cur_bpp=cur_bpp)
         reason = Reason.WAITING_FOR_IDLE if reason is Reason.STEADY else reason
@@ -294,17 +319,20 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     elif cur_replicas == 0:
         reason = Reason.WAKE_FROM_ZERO
         message = f"{observation.queue_depth} queued: waking to {replicas} pods x {bpp} browsers"
-    elif in_band and valid and need > 0:
-        replicas, bpp = cur_replicas, cur_bpp
-        reason = Reason.STEADY if need == capacity else Reason.WITHIN_TOLERANCE
-        message = f"need {need} browsers, have {capacity}: within {spec.tolerance:.0%}"
-    else:
+    elif up > current or down < current or not _fits(current, spec=spec):
+        replicas, bpp = down if down < current and _fits(current, spec=spec) else up
         reason = _reason(replicas=replicas, bpp=bpp, cur_replicas=cur_replicas, cur_bpp=cur_bpp)
-        reason = Reason.STABILIZING if reason is Reason.STEADY and raw < need else reason
         message = (
             f"need {need} browsers (now {raw}; queue {observation.queue_depth},"
             f" busy {observation.busy_browsers}): {cur_replicas}x{cur_bpp} -> {replicas}x{bpp}"
         )
+    else:
+        replicas, bpp = current
+        if raw < need:
+            reason = Reason.STABILIZING
+        else:
+            reason = Reason.STEADY if up == current else Reason.WITHIN_TOLERANCE
+        message = f"need {need} browsers (now {raw}): keeping {replicas} pods x {bpp} browsers"
     return _decision(
         state=state,
         now=now,
@@ -317,10 +345,19 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     )
 
 
+def _average(state: State, *, now: float, busy: int, span: float) -> float:
+    """Exponential moving average of busy browsers, time constant ``span`` seconds."""
+    if state.busy_average is None or state.decided_at is None or span == 0:
+        return float(busy)
+    weight = 1 - math.exp(-max(0.0, now - state.decided_at) / span)
+    return state.busy_average + (busy - state.busy_average) * weight
+
+
 def _remember(
-    window: tuple[tuple[float, int], ...], *, now: float, need: int, span: float
+    window: tuple[tuple[float, int], ...], *, now: float, need: int, spec: PoolSpec
 ) -> tuple[tuple[float, int], ...]:
     """Add a need to the window; drop what expired or can never be the maximum again."""
+    span = spec.scale_down_stabilization_s
     kept = [(min(at, now), browsers) for at, browsers in window if at > now - span]
     while kept and kept[-1][1] <= need:  # a newer, larger-or-equal need dominates older ones
         kept.pop()
@@ -328,15 +365,29 @@ def _remember(
     return tuple(kept)
 
 
-def _shape(need: int, *, ready: int, spec: PoolSpec) -> tuple[int, int]:
-    """Browsers -> (replicas, browsers per pod): fewest pods; ready pods cover for starting ones."""
+def _shape(need: int, *, spec: PoolSpec) -> tuple[int, int]:
+    """
+    Browsers -> (replicas, browsers per pod), both non-decreasing in the need.
+
+    The fewest pods that hold the need. Up to the floor (``max(min_replicas, 1)`` pods) the pool
+    inside the pods follows the need (the cheap dimension, seconds, no cold start); past it, pods
+    run full pools: a pod costs the same with 1 or ``browsers_that_fit`` browsers, the spare ones
+    are free headroom, and full pods keep the pool size from see-sawing as pods come and go.
+    """
     fit = spec.browsers_that_fit
     replicas = min(spec.max_replicas, max(spec.min_replicas, math.ceil(need / fit)))
     if replicas == 0:
         return 0, spec.fewest_browsers
-    serving = min(ready, replicas) if ready > 0 else replicas
-    bpp = min(fit, max(spec.fewest_browsers, math.ceil(need / serving)))
-    return replicas, bpp
+    if replicas > max(spec.min_replicas, 1):
+        return replicas, fit
+    return replicas, min(fit, max(spec.fewest_browsers, math.ceil(need / replicas)))
+
+
+def _fits(size: tuple[int, int], *, spec: PoolSpec) -> bool:
+    """Whether a (replicas, browsers per pod) is within the spec (it may have changed)."""
+    replicas, bpp = size
+    in_range = spec.min_replicas <= replicas <= spec.max_replicas
+    return in_range and spec.fewest_browsers <= bpp <= spec.browsers_that_fit
 
 
 def _reason(*, replicas: int, bpp: int, cur_replicas: int, cur_bpp: int) -> Reason:

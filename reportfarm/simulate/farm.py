@@ -1,0 +1,208 @@
+"""
+The simulated cluster: one Deployment of renderer pods, each with a pool of browser slots, all
+pulling from one queue. Control happens at whole seconds; within a second the queue is served
+first-in first-out by the earliest free browser (ties broken at random, like pods polling a queue).
+
+Pod removal comes in two kinds: ``drain`` (the pod takes no new job and leaves when its running
+renders finish: what our renderer does on SIGTERM) and ``kill`` (running renders are lost; their
+messages come back when the visibility timeout expires: what happens with a plain Deployment).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import heapq
+import itertools
+import random
+
+from reportfarm.simulate import workload
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timings:
+    """How long the cluster takes to do things (the same for every strategy)."""
+
+    pod_start_s: float = 20.0
+    """Pod creation to ready: schedule, pull (cached), start Chromium, first poll."""
+    resize_delay_s: float = 2.0
+    """A pool-size change reaches a running pod and its new browsers are up."""
+    visibility_timeout_s: float = 30.0
+    """A message received by a killed pod becomes visible again after at most this long."""
+    render_window_s: float = 60.0
+    """The renderers' metrics report the mean render time over this window."""
+
+
+class Slot:
+    __slots__ = ("free_at", "job")
+
+    def __init__(self, free_at: float) -> None:
+        self.free_at = free_at
+        self.job: workload.Job | None = None
+
+
+class Pod:
+    __slots__ = ("browsers", "created_at", "draining", "name", "pending", "ready_at", "slots")
+
+    def __init__(self, *, name: str, now: float, ready_at: float, browsers: int) -> None:
+        self.name = name
+        self.created_at = now
+        self.ready_at = ready_at
+        self.browsers = browsers
+        self.slots = [Slot(ready_at) for _ in range(browsers)]
+        self.pending: tuple[float, int] | None = None
+        self.draining = False
+
+    def busy(self, now: float) -> int:
+        return sum(1 for slot in self.slots if slot.job is not None and slot.free_at > now)
+
+    def resize(self, browsers: int, *, at: float) -> None:
+        self.slots.extend(Slot(at) for _ in range(browsers - len(self.slots)))
+        self.browsers = browsers  # slots past the size finish their render, then stay unused
+
+
+class Farm:
+    def __init__(self, *, timings: Timings, browsers_per_pod: int, rng: random.Random) -> None:
+        self.timings = timings
+        self.browsers_per_pod = browsers_per_pod
+        """The pool size the Deployment asks for (pods reach it after ``resize_delay_s``)."""
+        self.rng = rng
+        self.pods: list[Pod] = []
+        self.queue: list[tuple[float, int, workload.Job]] = []  # a heap by visibility
+        self.pod_seconds = 0.0
+        self.interrupted = 0
+        self.replica_changes: list[tuple[float, int, int]] = []  # (time, before, after)
+        self.pool_changes: list[tuple[float, int, int]] = []
+        self._seq = itertools.count()
+        self._names = itertools.count()
+        self._renders: collections.deque[tuple[float, float]] = collections.deque()
+
+    # What the controllers observe.
+    @property
+    def replicas(self) -> int:
+        """The Deployment's replicas: pods not draining (starting or ready)."""
+        return sum(1 for pod in self.pods if not pod.draining)
+
+    def ready(self, now: float) -> int:
+        return sum(1 for pod in self.pods if not pod.draining and pod.ready_at <= now)
+
+    def busy(self, now: float) -> int:
+        return sum(pod.busy(now) for pod in self.pods)
+
+    def approximate_count(self, now: float) -> int:
+        """Queued (visible or not) plus in-flight messages, as Azure's approximate count."""
+        return len(self.queue) + self.busy(now)
+
+    def busy_by_pod(self, now: float) -> dict[str, int]:
+        return {pod.name: pod.busy(now) for pod in self.pods if not pod.draining}
+
+    def mean_render_s(self, now: float) -> float | None:
+        while self._renders and self._renders[0][0] < now - self.timings.render_window_s:
+            self._renders.popleft()
+        if not self._renders:
+            return None
+        return sum(render for _, render in self._renders) / len(self._renders)
+
+    def browsers(self, now: float) -> int:
+        """Browsers able to take a job now."""
+        live = (p for p in self.pods if not p.draining and p.ready_at <= now)
+        return sum(pod.browsers for pod in live)
+
+    # What the controllers do.
+    def add_pods(self, count: int, *, now: float) -> None:
+        self._note_replicas(now, self.replicas + count)
+        for _ in range(count):
+            name = f"pod-{next(self._names)}"
+            ready_at = now + self.timings.pod_start_s
+            self.pods.append(
+                Pod(name=name, now=now, ready_at=ready_at, browsers=self.browsers_per_pod)
+            )
+
+    def starting(self, now: float) -> list[str]:
+        """Pods not ready yet: a ReplicaSet removes these before any ready pod."""
+        return [pod.name for pod in self.pods if not pod.draining and pod.ready_at > now]
+
+    def drain(self, names: list[str], *, now: float) -> None:
+        self._note_replicas(now, self.replicas - len(names))
+        for pod in self._named(names):
+            pod.draining = True
+            if pod.ready_at > now:  # never started: nothing to finish
+                pod.slots = []
+        self._leave(now, end=now)
+
+    def kill(self, names: list[str], *, now: float) -> None:
+        self._note_replicas(now, self.replicas - len(names))
+        for pod in self._named(names):
+            for slot in pod.slots:
+                if slot.free_at > now and slot.job is not None:
+                    job, self.interrupted = slot.job, self.interrupted + 1
+                    job.start, job.interruptions = None, job.interruptions + 1
+                    job.visible_at = now + self.timings.visibility_timeout_s
+                    heapq.heappush(self.queue, (job.visible_at, next(self._seq), job))
+                slot.free_at = min(slot.free_at, now)
+            pod.draining = True
+        self._leave(now, end=now)
+
+    def resize(self, browsers: int, *, now: float) -> None:
+        if browsers == self.browsers_per_pod:
+            return
+        self.pool_changes.append((now, self.browsers_per_pod, browsers))
+        self.browsers_per_pod = browsers
+        for pod in self.pods:
+            if pod.ready_at <= now:
+                pod.pending = (now + self.timings.resize_delay_s, browsers)
+            else:  # a starting pod reads the size when it starts
+                pod.resize(browsers, at=pod.ready_at)
+
+    # The clock.
+    def step(self, now: float, *, arrivals: list[workload.Job], dt: float = 1.0) -> None:
+        """Advance ``[now, now + dt)``: resizes, arrivals, renders; drained pods leave."""
+        end = now + dt
+        for job in arrivals:
+            heapq.heappush(self.queue, (job.visible_at, next(self._seq), job))
+        free: list[tuple[float, float, Slot]] = []
+        for pod in self.pods:
+            if pod.pending is not None and pod.pending[0] < end:
+                pod.resize(pod.pending[1], at=pod.pending[0])
+                pod.pending = None
+            if pod.draining or pod.ready_at >= end:
+                continue
+            for slot in pod.slots[: pod.browsers]:
+                if slot.free_at < end:
+                    free.append((max(slot.free_at, now, pod.ready_at), self.rng.random(), slot))
+        heapq.heapify(free)
+        while free and self.queue and self.queue[0][0] < end:
+            at, _, slot = heapq.heappop(free)
+            visible_at, _, job = heapq.heappop(self.queue)
+            job.start = max(at, visible_at)
+            slot.job, slot.free_at = job, job.start + job.render_s
+            self._renders.append((job.start, job.render_s))
+            if slot.free_at < end:
+                heapq.heappush(free, (slot.free_at, self.rng.random(), slot))
+        self._leave(now, end=end)
+
+    def close(self, now: float) -> None:
+        """End of the run: account the pods still there."""
+        for pod in self.pods:
+            self.pod_seconds += now - pod.created_at
+        self.pods = []
+
+    def _leave(self, now: float, *, end: float) -> None:
+        """Draining pods whose renders are all done by ``end`` exit (and stop costing)."""
+        staying = []
+        for pod in self.pods:
+            if pod.draining and all(slot.free_at <= end for slot in pod.slots):
+                exit_at = max([now, *(slot.free_at for slot in pod.slots)])
+                self.pod_seconds += exit_at - pod.created_at
+            else:
+                staying.append(pod)
+        self.pods = staying
+
+    def _named(self, names: list[str]) -> list[Pod]:
+        wanted = set(names)
+        return [pod for pod in self.pods if pod.name in wanted]
+
+    def _note_replicas(self, now: float, after: int) -> None:
+        before = self.replicas
+        if after != before:
+            self.replica_changes.append((now, before, after))

@@ -1,0 +1,51 @@
+"""Our strategy: the operator's timer calls the pure policy and applies its decision to the farm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reportfarm import policy
+from reportfarm.simulate import farm as farming
+
+
+class PolicyController:
+    """Every ``interval_s``: observe, ``policy.decide``, resize pools, drain the idlest pods."""
+
+    name = "reportfarm"
+
+    def __init__(self, *, spec: policy.PoolSpec, interval_s: float = 5.0, phase_s: float = 0.0):
+        self.spec = spec
+        self.interval_s = interval_s
+        self.next_at = phase_s
+        self.status: dict[str, Any] = {}
+        """The scaling memory as the operator keeps it: a plain dict in the ReportPool status."""
+        self.reasons: dict[str, int] = {}
+
+    def initial_browsers_per_pod(self) -> int:
+        return self.spec.fewest_browsers
+
+    def tick(self, now: float, farm: farming.Farm) -> None:
+        if now < self.next_at:
+            return
+        self.next_at += self.interval_s
+        observation = policy.Observation(
+            now=now,
+            queue_depth=farm.approximate_count(now),
+            ready_replicas=farm.ready(now),
+            browsers_per_pod=farm.browsers_per_pod,
+            busy_browsers=farm.busy(now),
+            mean_render_s=farm.mean_render_s(now),
+        )
+        state = policy.State.from_dict(self.status)
+        decision = policy.decide(observation, spec=self.spec, state=state)
+        self.status = decision.state.to_dict()
+        self.reasons[decision.reason.value] = self.reasons.get(decision.reason.value, 0) + 1
+        farm.resize(decision.browsers_per_pod, now=now)
+        surplus = farm.replicas - decision.replicas
+        if surplus < 0:
+            farm.add_pods(-surplus, now=now)
+        elif surplus > 0:  # annotate pod-deletion-cost, lower replicas: the idlest pods drain
+            starting = farm.starting(now)
+            costs = policy.deletion_costs(farm.busy_by_pod(now))
+            ready = sorted((name for name in costs if name not in starting), key=costs.__getitem__)
+            farm.drain((starting + ready)[:surplus], now=now)

@@ -1,0 +1,350 @@
+"""The scaling policy as a table: (spec, state, observation) -> (replicas, browsers/pod, reason)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reportfarm import policy
+
+R = policy.Reason
+NOW = 10_000.0
+
+# Exact arithmetic for the table: no smoothing, no utilization headroom, 1 s renders, 10 s target:
+# need = busy + ceil(waiting / 10). 2 CPU / 0.5 CPU -> 4 browsers fit in a pod.
+EXACT: dict[str, Any] = dict(
+    target_utilization=1.0,
+    busy_smoothing_s=0.0,
+    default_render_s=1.0,
+    target_wait_s=10.0,
+    max_replicas=10,
+    pod_cpu=2.0,
+    browser_cpu=0.5,
+    scale_down_stabilization_s=60.0,
+    scale_to_zero_idle_s=300.0,
+)
+
+
+def spec(**changes: Any) -> policy.PoolSpec:
+    return policy.PoolSpec(**{**EXACT, **changes})
+
+
+def state(replicas: int, bpp: int, **changes: Any) -> policy.State:
+    return policy.State(
+        **{"replicas": replicas, "browsers_per_pod": bpp, "last_work_at": NOW, **changes}
+    )
+
+
+def observe(depth: int | None, busy: int | None, ready: int, bpp: int) -> policy.Observation:
+    return policy.Observation(
+        now=NOW, queue_depth=depth, ready_replicas=ready, browsers_per_pod=bpp, busy_browsers=busy
+    )
+
+
+CASES = [
+    pytest.param(
+        spec(min_replicas=1),
+        state(1, 1),
+        observe(20, 1, 1, 1),
+        (1, 3, R.POOL_GROW),
+        id="grows-the-pool-inside-the-running-pod-first",
+    ),
+    pytest.param(
+        spec(),
+        state(1, 4),
+        observe(30, 4, 1, 4),
+        (2, 4, R.SCALE_UP),
+        id="adds-pods-when-the-pods-are-full",
+    ),
+    pytest.param(
+        spec(min_replicas=2),
+        state(2, 2),
+        observe(40, 4, 2, 2),
+        (2, 4, R.POOL_GROW),
+        id="grows-pools-in-min-replicas-pods-before-adding",
+    ),
+    pytest.param(
+        spec(),
+        state(2, 4),
+        observe(10_000, 8, 2, 4),
+        (10, 4, R.SCALE_UP),
+        id="never-above-max-replicas",
+    ),
+    pytest.param(
+        spec(max_browsers_per_pod=8, pod_memory_mib=1024, browser_memory_mib=512),
+        state(1, 1),
+        observe(3, 1, 1, 1),
+        (1, 2, R.POOL_GROW),
+        id="browsers-per-pod-limited-by-pod-memory",
+    ),
+    pytest.param(
+        spec(min_replicas=3),
+        state(3, 1),
+        observe(0, 0, 3, 1),
+        (3, 1, R.STEADY),
+        id="never-below-min-replicas",
+    ),
+    pytest.param(
+        spec(),
+        state(5, 4, window=((NOW - 30, 20),)),
+        observe(2, 2, 5, 4),
+        (5, 4, R.STABILIZING),
+        id="scale-down-waits-for-the-stabilization-window",
+    ),
+    pytest.param(
+        spec(),
+        state(5, 4, window=((NOW - 61, 20),)),
+        observe(2, 2, 5, 4),
+        (1, 3, R.SCALE_DOWN),
+        id="scale-down-after-the-stabilization-window",
+    ),
+    pytest.param(
+        spec(),
+        state(5, 4, window=((NOW - 90, 20), (NOW - 30, 12))),
+        observe(2, 2, 5, 4),
+        (4, 4, R.SCALE_DOWN),
+        id="scale-down-to-the-highest-need-left-in-the-window",
+    ),
+    pytest.param(
+        spec(),
+        state(2, 4),
+        observe(80, 1, 2, 4),
+        (3, 4, R.SCALE_UP),
+        id="scale-up-is-immediate",
+    ),
+    pytest.param(
+        spec(),
+        state(10, 4),
+        observe(35, 35, 10, 4),
+        (10, 4, R.WITHIN_TOLERANCE),
+        id="no-scale-down-inside-the-tolerance-band",
+    ),
+    pytest.param(
+        spec(),
+        state(10, 4),
+        observe(32, 32, 10, 4),
+        (9, 4, R.SCALE_DOWN),
+        id="scale-down-beyond-the-tolerance-band-keeps-the-margin",
+    ),
+    pytest.param(
+        spec(min_replicas=1),
+        state(1, 3),
+        observe(2, 2, 1, 3),
+        (1, 3, R.WITHIN_TOLERANCE),
+        id="one-spare-browser-is-not-worth-a-resize",
+    ),
+    pytest.param(
+        spec(),
+        state(1, 1, last_work_at=NOW - 299),
+        observe(0, 0, 1, 1),
+        (1, 1, R.WAITING_FOR_IDLE),
+        id="no-scale-to-zero-before-the-idle-time",
+    ),
+    pytest.param(
+        spec(),
+        state(1, 1, last_work_at=NOW - 300),
+        observe(0, 0, 1, 1),
+        (0, 1, R.SCALE_TO_ZERO),
+        id="scale-to-zero-after-the-idle-time",
+    ),
+    pytest.param(
+        spec(),
+        state(3, 4, last_work_at=NOW - 600),
+        observe(0, 1, 3, 4),
+        (1, 2, R.SCALE_DOWN),
+        id="no-scale-to-zero-while-a-browser-is-busy",
+    ),
+    pytest.param(
+        spec(),
+        state(0, 1, last_work_at=NOW - 900),
+        observe(0, None, 0, 1),
+        (0, 1, R.STEADY),
+        id="stays-at-zero-while-idle",
+    ),
+    pytest.param(
+        spec(),
+        state(0, 1, last_work_at=NOW - 900),
+        observe(1, None, 0, 1),
+        (1, 1, R.WAKE_FROM_ZERO),
+        id="wakes-from-zero-on-the-first-message",
+    ),
+    pytest.param(
+        spec(),
+        state(0, 1, last_work_at=NOW - 900),
+        observe(200, None, 0, 1),
+        (5, 4, R.WAKE_FROM_ZERO),
+        id="wakes-from-zero-to-the-size-the-backlog-needs",
+    ),
+    pytest.param(
+        spec(),
+        state(5, 4, last_work_at=NOW - 900),
+        observe(None, None, 5, 4),
+        (5, 4, R.QUEUE_UNREADABLE),
+        id="queue-unreadable-keeps-the-size-never-zero",
+    ),
+    pytest.param(
+        spec(),
+        policy.State(),
+        observe(None, None, 3, 2),
+        (3, 2, R.QUEUE_UNREADABLE),
+        id="queue-unreadable-without-memory-keeps-what-runs",
+    ),
+    pytest.param(
+        spec(),
+        state(2, 4),
+        observe(8, None, 2, 4),
+        (2, 4, R.STEADY),
+        id="busy-unknown-assumes-running-browsers-busy",
+    ),
+    pytest.param(
+        spec(jobs_per_browser=2.0),
+        state(1, 4),
+        observe(40, 4, 1, 4),
+        (5, 4, R.SCALE_UP),
+        id="jobs-per-browser-target",
+    ),
+    pytest.param(
+        spec(max_browsers_per_pod=2),
+        state(2, 4),
+        observe(8, 8, 2, 4),
+        (4, 2, R.SCALE_UP),
+        id="a-lowered-limit-is-applied",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pool", "memory", "seen", "expected"), CASES)
+def test_decision_table(
+    pool: policy.PoolSpec,
+    memory: policy.State,
+    seen: policy.Observation,
+    expected: tuple[int, int, policy.Reason],
+) -> None:
+    decision = policy.decide(seen, spec=pool, state=memory)
+    assert (decision.replicas, decision.browsers_per_pod, decision.reason) == expected
+    assert decision.message
+    assert decision.state.replicas == decision.replicas
+    assert decision.state.browsers_per_pod == decision.browsers_per_pod
+    assert decision.state.reason == decision.reason.value
+
+
+@pytest.mark.parametrize(
+    ("pool", "fit"),
+    [
+        pytest.param(spec(max_browsers_per_pod=8), 4, id="cpu-bound"),
+        pytest.param(spec(pod_memory_mib=1536, browser_memory_mib=512), 3, id="memory-bound"),
+        pytest.param(spec(max_browsers_per_pod=2), 2, id="max-bound"),
+        pytest.param(spec(pod_cpu=0.25, browser_cpu=0.5), 1, id="at-least-one"),
+    ],
+)
+def test_browsers_that_fit(pool: policy.PoolSpec, fit: int) -> None:
+    assert pool.browsers_that_fit == fit
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param(dict(min_replicas=3, max_replicas=2), id="min-above-max"),
+        pytest.param(dict(min_browsers_per_pod=0), id="zero-browsers"),
+        pytest.param(dict(browser_cpu=0), id="zero-cpu"),
+        pytest.param(dict(target_utilization=1.5), id="utilization-above-1"),
+        pytest.param(dict(jobs_per_browser=0), id="zero-jobs-per-browser"),
+    ],
+)
+def test_spec_rejects_nonsense(changes: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        spec(**changes)
+
+
+def test_saturated_when_the_need_exceeds_the_ceiling() -> None:
+    decision = policy.decide(observe(10_000, 40, 10, 4), spec=spec(), state=state(10, 4))
+    assert decision.saturated
+    assert (decision.replicas, decision.browsers_per_pod) == (10, 4)
+
+
+def test_state_round_trips_through_a_plain_dict() -> None:
+    pool = spec()
+    first = policy.decide(observe(50, 4, 1, 4), spec=pool, state=state(1, 4))
+    plain = json.loads(json.dumps(first.state.to_dict()))  # as stored in the ReportPool status
+    restored = policy.State.from_dict(plain)
+    assert restored == first.state
+    later = dataclasses.replace(observe(50, 4, 1, 4), now=NOW + 5)
+    assert policy.decide(later, spec=pool, state=restored) == policy.decide(
+        later, spec=pool, state=first.state
+    )
+
+
+@pytest.mark.parametrize("status", [None, {}], ids=["none", "empty"])
+def test_an_empty_status_is_a_fresh_state(status: dict[str, Any] | None) -> None:
+    assert policy.State.from_dict(status) == policy.State()
+
+
+def test_first_decision_does_not_scale_to_zero() -> None:
+    decision = policy.decide(observe(0, 0, 2, 4), spec=spec(), state=policy.State())
+    assert decision.replicas == 1
+    assert decision.state.last_work_at == NOW
+
+
+def test_the_window_keeps_only_possible_maxima() -> None:
+    memory = state(5, 4, window=((NOW - 50, 30), (NOW - 40, 20), (NOW - 10, 10)))
+    decision = policy.decide(observe(15, 15, 5, 4), spec=spec(), state=memory)
+    assert decision.state.window == ((NOW - 50, 30), (NOW - 40, 20), (NOW, 15))
+    assert decision.required_browsers == 30
+
+
+def test_smoothing_ignores_a_one_tick_spike() -> None:
+    pool = spec(busy_smoothing_s=20.0, min_replicas=1)
+    memory = state(1, 2, busy_average=1.0, decided_at=NOW - 5)
+    decision = policy.decide(
+        observe(4, 4, 1, 2), spec=pool, state=memory
+    )  # a spike of 4 busy, no queue
+    assert decision.replicas == 1
+    assert decision.browsers_per_pod == 2
+
+
+@pytest.mark.parametrize(
+    ("busy", "expected"),
+    [
+        pytest.param({"a": 3, "b": 0, "c": 1}, {"b": 0, "c": 1, "a": 2}, id="idlest-lowest"),
+        pytest.param({"b": 1, "a": 1}, {"a": 0, "b": 1}, id="ties-by-name"),
+        pytest.param({"a": None, "b": 4}, {"b": 0, "a": 1}, id="unknown-is-spared"),
+        pytest.param({}, {}, id="no-pods"),
+    ],
+)
+def test_deletion_costs(busy: dict[str, int | None], expected: dict[str, int]) -> None:
+    assert policy.deletion_costs(busy) == expected
+
+
+@given(
+    depth=st.one_of(st.none(), st.integers(0, 5000)),
+    busy=st.one_of(st.none(), st.integers(0, 100)),
+    ready=st.integers(0, 30),
+    bpp=st.integers(1, 8),
+    last=st.tuples(st.integers(0, 30), st.integers(1, 8)),
+    min_replicas=st.integers(0, 3),
+    idle=st.floats(0, 1000),
+)
+def test_decisions_stay_within_the_limits(
+    depth: int | None,
+    busy: int | None,
+    ready: int,
+    bpp: int,
+    last: tuple[int, int],
+    min_replicas: int,
+    idle: float,
+) -> None:
+    pool = policy.PoolSpec(min_replicas=min_replicas, max_replicas=12)
+    memory = state(*last, last_work_at=NOW - idle)
+    decision = policy.decide(observe(depth, busy, ready, bpp), spec=pool, state=memory)
+    if depth is None:
+        assert (decision.replicas, decision.browsers_per_pod) == last
+        return
+    assert min_replicas <= decision.replicas <= 12 or decision.replicas == 0 == min_replicas
+    assert pool.fewest_browsers <= decision.browsers_per_pod <= pool.browsers_that_fit
+    if depth > 0:
+        assert decision.replicas >= 1
