@@ -97,34 +97,34 @@ def main(*, template: str, data: Path, wait: bool, out: Path | None, timeout: fl
 async def _submit(items: list[Submission], *, wait: bool, out: Path | None, timeout: float) -> int:
     async with _client() as client:
         await client.ensure()
-        with _progress() as progress:
-            task = progress.add_task("submitting", total=len(items))
-            job_ids = await client.submit_many(items, on_submitted=lambda _: progress.advance(task))
+        with progress() as bar:
+            task = bar.add_task("submitting", total=len(items))
+            job_ids = await client.submit_many(items, on_submitted=lambda _: bar.advance(task))
         if not wait:
             for job_id in job_ids:
                 print(job_id)
             console.print(f"submitted {len(job_ids)} job(s) to queue {client.queue.name}")
             return 0
-        with _progress() as progress:
-            task = progress.add_task("rendering", total=len(job_ids))
+        with progress() as bar:
+            task = bar.add_task("rendering", total=len(job_ids))
             results = await client.wait(
-                job_ids, timeout_s=timeout, on_result=lambda _: progress.advance(task)
+                job_ids, timeout_s=timeout, on_result=lambda _: bar.advance(task)
             )
         if out is not None:
-            await _download(client, results, out)
+            await download(client, results, out)
     return report(results)
 
 
-async def _download(
+async def download(
     client: ReportFarmClient, results: dict[str, contract.ResultRecord | None], out: Path
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     done = [r for r in results.values() if r is not None and r.state == "succeeded"]
-    with _progress() as progress:
-        task = progress.add_task("downloading", total=len(done))
+    with progress() as bar:
+        task = bar.add_task("downloading", total=len(done))
         for record in done:
             (out / f"{record.job_id}.pdf").write_bytes(await client.download(record))
-            progress.advance(task)
+            bar.advance(task)
     console.print(f"PDFs in {out}/")
 
 
@@ -166,7 +166,7 @@ def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def _progress() -> Progress:
+def progress() -> Progress:
     return Progress(
         TextColumn("{task.description:>12}"),
         BarColumn(),

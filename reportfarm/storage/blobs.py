@@ -8,8 +8,6 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from reportfarm import contract
 
-_CLIENT_OPTIONS = {"retry_total": 2, "connection_timeout": 5, "read_timeout": 60}
-
 
 class BlobStore:
     """One container of the farm's storage account."""
@@ -17,7 +15,7 @@ class BlobStore:
     def __init__(self, connection_string: str, container: str) -> None:
         self.container_name = container
         self._service = BlobServiceClient.from_connection_string(
-            connection_string, **_CLIENT_OPTIONS
+            connection_string, retry_total=2, connection_timeout=5, read_timeout=60
         )
         self._container = self._service.get_container_client(container)
 

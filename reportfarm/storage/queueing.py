@@ -15,8 +15,6 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH = 32
 """Azure returns at most 32 messages per Get Messages call."""
-_CLIENT_OPTIONS = {"retry_total": 2, "connection_timeout": 5, "read_timeout": 20}
-"""Few SDK-level retries: the worker loop does its own backoff and keeps going."""
 
 
 @dataclasses.dataclass
@@ -36,10 +34,8 @@ class JobQueue:
     def __init__(self, connection_string: str, name: str) -> None:
         self.name = name
         self.poison_name = contract.poison_queue_name(name)
-        self._queue = QueueClient.from_connection_string(connection_string, name, **_CLIENT_OPTIONS)
-        self._poison = QueueClient.from_connection_string(
-            connection_string, self.poison_name, **_CLIENT_OPTIONS
-        )
+        self._queue = _client(connection_string, name)
+        self._poison = _client(connection_string, self.poison_name)
 
     async def __aenter__(self) -> JobQueue:
         return self
@@ -124,3 +120,10 @@ class JobQueue:
     async def peek_poison(self, *, max_messages: int = 32) -> list[str]:
         messages = await self._poison.peek_messages(max_messages=max_messages)
         return [str(message.content) for message in messages]
+
+
+def _client(connection_string: str, name: str) -> QueueClient:
+    # Few SDK-level retries and short timeouts: the worker loop does its own backoff.
+    return QueueClient.from_connection_string(
+        connection_string, name, retry_total=2, connection_timeout=5, read_timeout=20
+    )
