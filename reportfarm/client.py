@@ -24,6 +24,7 @@ class QueueStatus:
     depth: int
     """Approximate: includes messages being rendered now."""
     poison_depth: int
+    lane: str = "bulk"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -38,14 +39,20 @@ class Submission:
     batch_id: str | None = None
     item_index: int | None = None
     tenant: str | None = None
-    lane: str | None = None
+    lane: contract.Lane | None = None
+    callback_url: str | None = None
 
 
 class ReportFarmClient:
     def __init__(
         self, connection_string: str, *, queue: str = "reports", container: str = "reports"
     ) -> None:
-        self.queue = JobQueue(connection_string, queue)
+        self.queues = {
+            lane: JobQueue(connection_string, contract.lane_queue_name(queue, lane))
+            for lane in contract.LANES
+        }
+        self.queue = self.queues["bulk"]
+        """The farm's own queue: the bulk lane, and the only one of a farm without lanes."""
         self.blobs = BlobStore(connection_string, container)
 
     async def __aenter__(self) -> ReportFarmClient:
@@ -55,12 +62,14 @@ class ReportFarmClient:
         await self.close()
 
     async def close(self) -> None:
-        await self.queue.close()
+        for lane_queue in self.queues.values():
+            await lane_queue.close()
         await self.blobs.close()
 
     async def ensure(self) -> None:
-        """Create the queue, its poison queue and the container if they are missing."""
-        await self.queue.ensure()
+        """Create the lanes' queues, their poison queues and the container if missing."""
+        for lane_queue in self.queues.values():
+            await lane_queue.ensure()
         await self.blobs.ensure()
 
     def build_job(self, item: Submission) -> contract.Job:
@@ -78,7 +87,8 @@ class ReportFarmClient:
             batch_id=item.batch_id,
             item_index=item.item_index,
             tenant=item.tenant,
-            lane=item.lane,  # type: ignore[arg-type]
+            lane=item.lane,
+            callback_url=item.callback_url,
             submitted_at=time.time(),
         )
         job.validate()
@@ -92,7 +102,7 @@ class ReportFarmClient:
             payload = json.dumps(job.data, ensure_ascii=False).encode("utf-8")
             await self.blobs.put(name, payload, content_type="application/json")
             job = dataclasses.replace(job, data=None, data_blob=name)
-        await self.queue.send(contract.encode_message(job))
+        await self.queues[job.lane or "bulk"].send(contract.encode_message(job))
         return job.job_id
 
     async def submit_many(
@@ -158,9 +168,14 @@ class ReportFarmClient:
             raise ValueError(f"job {record.job_id} has no PDF: {record.error}")
         return await self.blobs.get(record.output_blob)
 
-    async def status(self) -> QueueStatus:
-        return QueueStatus(
-            queue=self.queue.name,
-            depth=await self.queue.depth(),
-            poison_depth=await self.queue.poison_depth(),
-        )
+    async def status(self) -> list[QueueStatus]:
+        """Each lane's queue depth and poison count."""
+        return [
+            QueueStatus(
+                queue=lane_queue.name,
+                depth=await lane_queue.depth(),
+                poison_depth=await lane_queue.poison_depth(),
+                lane=lane,
+            )
+            for lane, lane_queue in self.queues.items()
+        ]

@@ -45,9 +45,24 @@ class ContractError(ValueError):
     """A message or a job that breaks the contract. Permanent: retrying will not help."""
 
 
+Lane = Literal["interactive", "bulk"]
+LANES: tuple[Lane, ...] = ("interactive", "bulk")
+
+
 def poison_queue_name(queue: str) -> str:
     """The queue where jobs that cannot succeed go, with their reason."""
     return f"{queue}-poison"
+
+
+def lane_queue_name(queue: str, lane: Lane | None) -> str:
+    """The queue of a priority lane: bulk (and no lane) is the farm's queue itself, so a farm
+    without lanes works unchanged; the interactive lane is ``<queue>-interactive``."""
+    return f"{queue}-interactive" if lane == "interactive" else queue
+
+
+def events_queue_name(queue: str) -> str:
+    """Where renderers put job-completion events for webhook delivery (``<queue>-events``)."""
+    return f"{queue}-events"
 
 
 def default_output_blob(job_id: str) -> str:
@@ -158,7 +173,10 @@ class Job:
     batch_id: str | None = None
     item_index: int | None = None
     tenant: str | None = None
-    lane: Literal["interactive", "bulk"] | None = None
+    lane: Lane | None = None
+    """The priority lane; it names the queue the job is sent to (see lane_queue_name)."""
+    callback_url: str | None = None
+    """A webhook to POST the signed result to when the job ends (at least once)."""
     submitted_at: float | None = None
     """Unix time the client sent the job (for submit-to-stored latency)."""
     version: int = SCHEMA_VERSION
@@ -190,9 +208,18 @@ class Job:
             not isinstance(self.item_index, int) or self.item_index < 0
         ):
             raise ContractError("item_index must be a non-negative integer")
-        if self.lane not in (None, "interactive", "bulk"):
-            raise ContractError(f"lane {self.lane!r} is not 'interactive' or 'bulk'")
+        self._validate_delivery()
         self.pdf.validate()
+
+    def _validate_delivery(self) -> None:
+        if self.lane not in (None, *LANES):
+            raise ContractError(f"lane {self.lane!r} is not 'interactive' or 'bulk'")
+        if self.callback_url is not None and (
+            not isinstance(self.callback_url, str)
+            or not self.callback_url.startswith(("https://", "http://"))
+            or len(self.callback_url) > 2048
+        ):
+            raise ContractError("callback_url must be an http(s) URL of at most 2048 characters")
 
     def to_dict(self) -> dict[str, Any]:
         body = dataclasses.asdict(self)
@@ -305,6 +332,8 @@ class ResultRecord:
     batch_id: str | None = None
     item_index: int | None = None
     tenant: str | None = None
+    lane: str | None = None
+    callback_url: str | None = None
     worker: str | None = None
     submitted_at: float | None = None
     finished_at: float | None = None
@@ -318,6 +347,11 @@ class ResultRecord:
         body = json.loads(raw)
         known = {field.name for field in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in body.items() if key in known})
+
+
+def completion_event(record: ResultRecord) -> str:
+    """The message a renderer puts on the events queue when a job with a callback ends."""
+    return json.dumps({"kind": "job", "job_id": record.job_id}, separators=(",", ":"))
 
 
 def poison_message(*, reason: str, original: str, job_id: str | None, attempts: int) -> str:

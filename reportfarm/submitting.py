@@ -178,20 +178,34 @@ def progress() -> Progress:
 
 
 def status_main(*, as_json: bool) -> int:
-    async def read() -> dict[str, Any]:
+    async def read() -> list[dict[str, Any]]:
         async with _client() as client:
-            status = await client.status()
-        return {"queue": status.queue, "depth": status.depth, "poison": status.poison_depth}
+            lanes = await client.status()
+        return [
+            {
+                "lane": lane.lane,
+                "queue": lane.queue,
+                "depth": lane.depth,
+                "poison": lane.poison_depth,
+            }
+            for lane in lanes
+        ]
 
     state = asyncio.run(read())
     if as_json:
-        json.dump(state, sys.stdout)
+        json.dump({"lanes": state}, sys.stdout)
         print()
         return 0
-    table = Table(title="reportfarm")
-    table.add_column("queue")
-    table.add_column("depth (incl. in flight)", justify="right")
-    table.add_column("poison", justify="right")
-    table.add_row(state["queue"], str(state["depth"]), str(state["poison"]))
+    table = Table(title="reportfarm queues")
+    for column, justify in (
+        ("lane", "left"),
+        ("queue", "left"),
+        ("depth", "right"),
+        ("poison", "right"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for lane in state:
+        table.add_row(lane["lane"], lane["queue"], str(lane["depth"]), str(lane["poison"]))
+    table.caption = "depth is approximate and includes jobs being rendered"
     Console().print(table)
     return 0
