@@ -37,6 +37,8 @@ GRAFANA_VARIABLES = {
     "$__range": "1m",
     "${namespace}": ".*",
     "$namespace": ".*",
+    "${pool}": ".*",
+    "$pool": ".*",
 }
 
 

@@ -4,7 +4,7 @@ expression the chart ships returns data.
 The renderer runs in-process (real Chromium, real Azurite) with a pool of 2 and recycling after 3
 jobs; it renders the example reports, poisons a job for an unknown template, and loses a browser
 that the test kills, so restarts, recycles, retries and poison all have series. Prometheus scrapes
-it every second with the labels a PodMonitor would add (namespace, pod).
+it every second with the labels the chart's PodMonitor adds (namespace, pod, pool).
 
 Queries on the operator's series (``reportfarm_operator_*``) are not checked here: they need a
 running operator against a Kubernetes API, and the operator's end-to-end test checks them.
@@ -38,7 +38,7 @@ pytestmark = [
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 OPERATOR_SERIES = re.compile(r"\breportfarm_operator_")
-LABELS = {"namespace": "reportfarm-test", "pod": "renderer-0"}
+LABELS = {"namespace": "reportfarm-test", "pod": "renderer-0", "pool": "reports"}
 
 
 def _examples() -> list[Submission]:

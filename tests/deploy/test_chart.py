@@ -1,0 +1,388 @@
+"""The Helm chart, offline: lint, render (defaults and every integration on), the operator's
+Deployment and RBAC, the values schema, the documented values, and the CRD copy.
+
+helm comes from the cached build of ``scripts/kube/build.sh`` (see ``tests.harness.kube.bin_dir``;
+a cold cache builds the whole toolchain, hence the long timeout) or ``REPORTFARM_HELM``.
+Rendering against a live API server (kubeconform, install, uninstall) is tests/kube/test_chart_install.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.harness import kube as kube_harness
+
+pytestmark = pytest.mark.timeout(3600)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "reportfarm"
+KUBE_VERSION = "1.37.0"
+ALL_ON = [
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.podMonitor.enabled=true",
+    "prometheusRule.enabled=true",
+    "dashboards.enabled=true",
+]
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    override = os.environ.get("REPORTFARM_HELM")
+    return Path(override) if override else kube_harness.bin_dir() / "helm"
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120)
+
+
+def render(helm: Path, *sets: str, namespace: str = "farm") -> list[dict[str, Any]]:
+    args = ["template", "rf", str(CHART), "-n", namespace, "--kube-version", KUBE_VERSION]
+    for item in sets:
+        args += ["--set", item]
+    done = run_helm(helm, *args)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def kinds(docs: list[dict[str, Any]]) -> list[str]:
+    return sorted(d["kind"] for d in docs)
+
+
+# --- lint and render -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sets", [pytest.param([], id="defaults"), pytest.param(ALL_ON, id="all")])
+def test_lint_is_clean(helm: Path, sets: list[str]) -> None:
+    args = ["lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION]
+    for item in sets:
+        args += ["--set", item]
+    done = run_helm(helm, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_defaults_render_the_operator_and_no_integration(helm: Path) -> None:
+    docs = render(helm)
+    assert kinds(docs) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Pod",  # the helm test hook
+        "Service",
+        "ServiceAccount",
+    ]
+
+
+def test_all_integrations_render(helm: Path) -> None:
+    docs = render(helm, *ALL_ON)
+    for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+        one(docs, kind)
+    monitor = one(docs, "PodMonitor")["spec"]
+    assert monitor["selector"]["matchLabels"]["app.kubernetes.io/component"] == "renderer"
+    assert monitor["namespaceSelector"] == {"any": True}
+    assert monitor["podMetricsEndpoints"][0]["port"] == "http"
+    service_monitor = one(docs, "ServiceMonitor")["spec"]
+    assert service_monitor["endpoints"][0]["honorLabels"] is True
+    assert service_monitor["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+
+
+def test_prometheus_rule_carries_the_tested_rule_file(helm: Path) -> None:
+    docs = render(
+        helm, "prometheusRule.enabled=true", "prometheusRule.additionalRuleLabels.team=pdf"
+    )
+    rendered = one(docs, "PrometheusRule")["spec"]["groups"]
+    source = yaml.safe_load((CHART / "rules" / "alerts.yaml").read_text())["groups"]
+    for group in source:
+        for rule in group["rules"]:
+            rule["labels"] = {**rule.get("labels", {}), "team": "pdf"}
+    assert rendered == source
+
+
+def test_dashboards_are_config_maps_for_the_grafana_sidecar(helm: Path) -> None:
+    docs = render(helm, "dashboards.enabled=true", "dashboards.namespace=monitoring")
+    maps = [d for d in docs if d["kind"] == "ConfigMap"]
+    files = sorted((CHART / "dashboards").glob("*.json"))
+    assert len(maps) == len(files) >= 2
+    for config_map, path in zip(
+        sorted(maps, key=lambda m: m["metadata"]["name"]), files, strict=True
+    ):
+        assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert config_map["metadata"]["namespace"] == "monitoring"
+        (body,) = config_map["data"].values()
+        assert json.loads(body) == json.loads(path.read_text())
+
+
+# --- the operator's Deployment ---------------------------------------------------------------
+
+
+def test_operator_deployment_is_one_locked_down_replica(helm: Path) -> None:
+    deployment = one(render(helm), "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["command"] == ["reportfarm", "operator"]
+    assert "args" not in container  # cluster-wide, standalone
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8081, "health": 8080}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["REPORTFARM_OPERATOR_METRICS_PORT"] == "8081"
+    assert env["REPORTFARM_OPERATOR_HEALTH_PORT"] == "8080"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    selector = spec["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/component"] == "operator"
+    assert selector.items() <= spec["template"]["metadata"]["labels"].items()
+
+
+def test_watch_namespace_and_peering_become_arguments(helm: Path) -> None:
+    docs = render(helm, "watchNamespace=reports", "peering.enabled=true", "peering.name=rf")
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--namespace=reports", "--peering=rf"]
+
+
+def test_helm_test_hook_checks_the_metrics_service(helm: Path) -> None:
+    docs = render(helm)
+    pod = one(docs, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    service = one(docs, "Service")
+    script = pod["spec"]["containers"][0]["command"][-1]
+    assert f"http://{service['metadata']['name']}.farm.svc:8081/metrics" in script
+    assert service["spec"]["selector"] == one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+
+
+# --- RBAC ------------------------------------------------------------------------------------
+
+NAMESPACED = {
+    ("reportfarm.io", "reportpools"): {"get", "list", "watch", "patch", "update"},
+    ("reportfarm.io", "reportpools/status"): {"get", "patch", "update"},
+    ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("policy", "poddisruptionbudgets"): {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "patch",
+        "update",
+        "delete",
+    },
+    ("", "pods"): {"get", "list", "watch", "patch"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+    ("", "secrets"): {"get"},
+}
+CLUSTER_ONLY = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
+}
+
+
+def permissions(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    found: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                found.setdefault((group, resource), set()).update(rule["verbs"])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("sets", "cluster", "namespaced"),
+    [
+        pytest.param(
+            [],
+            {**NAMESPACED, **CLUSTER_ONLY, ("", "namespaces"): {"list", "watch"}},
+            None,
+            id="cluster-wide",
+        ),
+        pytest.param(
+            ["peering.enabled=true"],
+            {
+                **NAMESPACED,
+                **CLUSTER_ONLY,
+                ("", "namespaces"): {"list", "watch"},
+                ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "patch"},
+            },
+            None,
+            id="cluster-wide-peering",
+        ),
+        pytest.param(["watchNamespace=reports"], CLUSTER_ONLY, NAMESPACED, id="one-namespace"),
+        pytest.param(
+            ["watchNamespace=reports", "peering.enabled=true"],
+            CLUSTER_ONLY,
+            {**NAMESPACED, ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "patch"}},
+            id="one-namespace-peering",
+        ),
+    ],
+)
+def test_rbac_is_least_privilege(
+    helm: Path,
+    sets: list[str],
+    cluster: dict[tuple[str, str], set[str]],
+    namespaced: dict[tuple[str, str], set[str]] | None,
+) -> None:
+    docs = render(helm, *sets)
+    assert permissions(one(docs, "ClusterRole")) == cluster
+    roles = [d for d in docs if d["kind"] == "Role"]
+    if namespaced is None:
+        assert not roles
+        return
+    (role,) = roles
+    assert role["metadata"]["namespace"] == "reports"
+    assert permissions(role) == namespaced
+    binding = one(docs, "RoleBinding")
+    assert binding["metadata"]["namespace"] == "reports"
+    assert binding["subjects"][0]["namespace"] == "farm"
+
+
+def test_rbac_can_be_left_to_the_cluster_admin(helm: Path) -> None:
+    docs = render(
+        helm, "rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=op"
+    )
+    assert not {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} & set(
+        kinds(docs)
+    )
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "op"
+
+
+# --- values and their schema -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        pytest.param("replicaCount=2", "replicaCount", id="unknown-top-level-key"),
+        pytest.param("image.registry=x", "registry", id="unknown-nested-key"),
+        pytest.param("metrics.serviceMonitor.jobLabel=x", "jobLabel", id="unknown-deep-key"),
+        pytest.param("resources.limits.gpu=1", "gpu", id="unknown-resource"),
+        pytest.param("metrics.port=0", "minimum", id="port-out-of-range"),
+        pytest.param("image.pullPolicy=Sometimes", "must be one of", id="not-in-enum"),
+        pytest.param("watchNamespace=Not_A_Namespace", "pattern", id="bad-namespace"),
+    ],
+)
+def test_schema_rejects(helm: Path, item: str, message: str) -> None:
+    args = ["template", "rf", str(CHART), "--kube-version", KUBE_VERSION, "--set", item]
+    done = run_helm(helm, *args)
+    assert done.returncode != 0
+    assert "schema" in done.stderr and message in done.stderr, done.stderr
+
+
+def _objects(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if schema.get("type") == "object" or "properties" in schema:
+        yield path or "<root>", schema
+    for key, child in schema.get("properties", {}).items():
+        yield from _objects(child, f"{path}.{key}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            yield from _objects(schema[key], f"{path}[]")
+
+
+def test_schema_closes_every_object() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    for path, node in _objects(schema):
+        assert "additionalProperties" in node, f"{path} accepts unknown keys"
+        if node["additionalProperties"] is True:
+            # Only Kubernetes objects passed through verbatim (the API server validates them).
+            assert "Kubernetes object" in node.get("description", ""), path
+
+
+_KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(?P<rest>.*)$")
+
+
+def _value_keys() -> Iterator[tuple[str, bool, bool]]:
+    """(dotted key, documented by a `# --` comment right above, has child keys)."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    stack: list[tuple[int, str]] = []
+    for number, line in enumerate(lines):
+        match = _KEY.match(line)
+        if not match or line.lstrip().startswith("#"):
+            continue
+        indent = len(match["indent"])
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, match["key"]))
+        comments = []
+        for above in reversed(lines[:number]):
+            if not above.strip().startswith("#"):
+                break
+            comments.append(above)
+        following = next(
+            (ln for ln in lines[number + 1 :] if ln.strip() and not ln.lstrip().startswith("#")),
+            "",
+        )
+        has_children = bool(
+            not match["rest"].strip()
+            and (m := _KEY.match(following))
+            and len(m["indent"]) > indent
+            and not following.lstrip().startswith("-")
+        )
+        documented = any("# --" in c for c in comments)
+        yield ".".join(k for _, k in stack), documented, has_children
+
+
+def test_every_value_is_documented() -> None:
+    documented: set[str] = set()
+    undocumented = []
+    for key, has_doc, has_children in _value_keys():
+        if has_doc:
+            documented.add(key)
+        parent_documented = any(key.startswith(d + ".") for d in documented)
+        if not has_children and not has_doc and not parent_documented:
+            undocumented.append(key)
+    assert not undocumented, f"values without a `# --` comment: {undocumented}"
+
+
+def test_schema_and_values_name_the_same_options() -> None:
+    """Each option of the chart's own sections is in both values.yaml and the schema."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert set(schema["properties"]) - {"global"} == set(values)
+    for section in ("image", "operator", "peering", "serviceAccount", "rbac", "metrics"):
+        assert set(schema["properties"][section]["properties"]) == set(values[section]), section
+    for section in ("prometheusRule", "dashboards", "tests", "probes"):
+        assert set(schema["properties"][section]["properties"]) == set(values[section]), section
+
+
+# --- the CRDs --------------------------------------------------------------------------------
+
+
+def test_chart_crds_are_an_exact_copy_of_the_top_level_crds() -> None:
+    source = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
+    copy = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert source, "no CRDs in crds/"
+    assert sorted(copy) == sorted(source), "run scripts/sync-chart-crds.sh"
+    drifted = [name for name in source if copy[name] != source[name]]
+    assert not drifted, f"chart CRDs drift from crds/ ({drifted}): run scripts/sync-chart-crds.sh"
+
+
+def test_sync_script_check_mode_agrees() -> None:
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "sync-chart-crds.sh"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
