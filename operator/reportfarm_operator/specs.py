@@ -1,0 +1,162 @@
+"""A ReportPool's spec in plain units: names, labels, quantities and the policy's ``PoolSpec``.
+
+The defaults here mirror the CRD's (``crds/reportpools.reportfarm.io.yaml``; a test compares
+them), so an object stored before a default existed reads the same as a new one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes.utils import quantity
+
+from reportfarm import policy
+
+GROUP = "reportfarm.io"
+VERSION = "v1alpha1"
+PLURAL = "reportpools"
+KIND = "ReportPool"
+
+RENDERER_PORT = 8080
+"""The renderer's HTTP port (REPORTFARM_PORT) for /metrics, /pool and the probes."""
+TEMPLATES_PATH = "/etc/reportfarm/templates"
+"""Where the templates ConfigMap is mounted (REPORTFARM_TEMPLATES)."""
+POOL_LABEL = "reportfarm.io/pool"
+
+DEFAULTS: dict[str, Any] = {
+    "outputContainer": "reports",
+    "imagePullPolicy": "IfNotPresent",
+    "resources": {
+        "requests": {"cpu": "1", "memory": "2Gi"},
+        "limits": {"cpu": "2", "memory": "4Gi"},
+    },
+    # "resources" is taken whole or not at all: see resources().
+    "replicas": {"min": 0, "max": 10},
+    "browsersPerPod": {"min": 1, "max": 4},
+    "browser": {"cpu": "500m", "memory": "512Mi"},
+    "target": {"queueWaitSeconds": 30},
+    "scaleDown": {"stabilizationSeconds": 60},
+    "scaleToZero": {"idleSeconds": 300},
+    "terminationGracePeriodSeconds": 60,
+    "visibilityTimeoutSeconds": 60,
+}
+"""The CRD's defaults, as a spec fragment."""
+SECRET_KEY_DEFAULTS = {"connectionSecretRef": "connection-string", "adminTokenSecretRef": "token"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Names:
+    """The children of one ReportPool, named after it."""
+
+    pool: str
+
+    @property
+    def deployment(self) -> str:
+        return f"{self.pool}-renderer"
+
+    @property
+    def service(self) -> str:
+        return f"{self.pool}-metrics"
+
+    @property
+    def disruption_budget(self) -> str:
+        return f"{self.pool}-renderer"
+
+    @property
+    def templates(self) -> str:
+        return f"{self.pool}-templates"
+
+
+def selector_labels(pool: str) -> dict[str, str]:
+    """The renderer pods' selector: stable for the Deployment's life (a selector is immutable)."""
+    return {"app.kubernetes.io/component": "renderer", POOL_LABEL: pool}
+
+
+def common_labels(pool: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "reportfarm",
+        "app.kubernetes.io/instance": pool,
+        "app.kubernetes.io/managed-by": "reportfarm-operator",
+        POOL_LABEL: pool,
+    }
+
+
+def get(spec: Mapping[str, Any], *path: str) -> Any:
+    """A spec value, or the CRD's default when the object predates it."""
+    value: Any = spec
+    default: Any = DEFAULTS
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+        default = default.get(key) if isinstance(default, Mapping) else None
+    return default if value is None else value
+
+
+def secret_ref(spec: Mapping[str, Any], field: str) -> tuple[str, str] | None:
+    """(Secret name, key) of ``queue.connectionSecretRef`` or ``adminTokenSecretRef``."""
+    holder = spec.get("queue", {}) if field == "connectionSecretRef" else spec
+    ref = holder.get(field)
+    if not ref:
+        return None
+    return str(ref["name"]), str(ref.get("key") or SECRET_KEY_DEFAULTS[field])
+
+
+def cores(value: object) -> float:
+    return float(quantity.parse_quantity(value))
+
+
+def mebibytes(value: object) -> float:
+    return float(quantity.parse_quantity(value)) / 2**20
+
+
+def resources(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The container's resources as given; the default only when the field is absent (as CRD)."""
+    given = spec.get("resources")
+    return dict(DEFAULTS["resources"] if given is None else given)
+
+
+def _pod_capacity(spec: Mapping[str, Any], resource: str) -> object | None:
+    """The pod's limit, else its request; None when neither bounds it."""
+    given = resources(spec)
+    return given.get("limits", {}).get(resource) or given.get("requests", {}).get(resource)
+
+
+def pool_spec(spec: Mapping[str, Any]) -> policy.PoolSpec:
+    """What the policy needs from a ReportPool's spec. Raises ValueError on nonsense."""
+    jobs_per_browser = get(spec, "target", "jobsPerBrowser")
+    most = int(get(spec, "browsersPerPod", "max"))
+    browser_cpu = cores(get(spec, "browser", "cpu"))
+    browser_memory = mebibytes(get(spec, "browser", "memory"))
+    pod_cpu = _pod_capacity(spec, "cpu")
+    pod_memory = _pod_capacity(spec, "memory")
+    return policy.PoolSpec(
+        min_replicas=int(get(spec, "replicas", "min")),
+        max_replicas=int(get(spec, "replicas", "max")),
+        min_browsers_per_pod=int(get(spec, "browsersPerPod", "min")),
+        max_browsers_per_pod=most,
+        pod_cpu=most * browser_cpu if pod_cpu is None else cores(pod_cpu),
+        pod_memory_mib=most * browser_memory if pod_memory is None else mebibytes(pod_memory),
+        browser_cpu=browser_cpu,
+        browser_memory_mib=browser_memory,
+        target_wait_s=float(get(spec, "target", "queueWaitSeconds")),
+        jobs_per_browser=None if jobs_per_browser is None else float(jobs_per_browser),
+        scale_down_stabilization_s=float(get(spec, "scaleDown", "stabilizationSeconds")),
+        scale_to_zero_idle_s=float(get(spec, "scaleToZero", "idleSeconds")),
+    )
+
+
+def start_pool_size(spec: Mapping[str, Any]) -> int:
+    """REPORTFARM_POOL_SIZE of new pods: the most browsers that fit one.
+
+    Pods are added when the running ones are full, so a new pod starts full; the scaling loop
+    corrects it at its next tick if less is needed. It depends on the spec alone, so scaling never
+    touches the pod template (which would restart every pod).
+    """
+    return pool_spec(spec).browsers_that_fit
+
+
+def drain_timeout(spec: Mapping[str, Any]) -> int:
+    """REPORTFARM_DRAIN_TIMEOUT: most of the grace period, leaving time to release and exit."""
+    grace = int(get(spec, "terminationGracePeriodSeconds"))
+    return max(1, min(grace - 5, int(grace * 0.8)))

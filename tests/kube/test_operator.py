@@ -1,0 +1,348 @@
+"""The operator against a real API server, a real controller-manager and a real Azurite.
+
+The CRD is applied, a ReportPool with its connection Secret is created, and the operator runs
+in-process (``kopf.testing.KopfRunner``). kwok makes the renderer pods Running with fake IPs that
+serve nothing, so the operator sees the queue depth alone, as it does while real pods start.
+Deadlines bound every wait; no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+from azure.storage.queue.aio import QueueClient
+from kopf.testing import KopfRunner
+from kubernetes.config import kube_config
+
+from reportfarm import azurite
+from reportfarm.storage.queueing import JobQueue
+
+pytestmark = [pytest.mark.kube, pytest.mark.azurite, pytest.mark.slow]
+
+T = TypeVar("T")
+CRD = Path(__file__).resolve().parents[2] / "crds" / "reportpools.reportfarm.io.yaml"
+GROUP, VERSION, PLURAL = "reportfarm.io", "v1alpha1", "reportpools"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def eventually(what: str, probe: Callable[[], T | None], *, timeout: float = 120.0) -> T:
+    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (result := probe()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
+    return result
+
+
+@pytest.fixture(scope="module")
+def crd(kube_bin: Path, kubeconfig_path: Path) -> str:
+    def kubectl(*args: str) -> None:
+        command = [str(kube_bin / "kubectl"), f"--kubeconfig={kubeconfig_path}", *args]
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/reportpools.reportfarm.io")
+    return "reportpools.reportfarm.io"
+
+
+@pytest.fixture
+def namespace(kube_api: kubernetes.client.ApiClient) -> Iterator[str]:
+    core: Any = kubernetes.client.CoreV1Api(kube_api)
+    name = f"rf-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def custom(kube_api: kubernetes.client.ApiClient, crd: str) -> Any:
+    return kubernetes.client.CustomObjectsApi(kube_api)
+
+
+def report_pool(name: str, queue_name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ReportPool",
+        "metadata": {"name": name},
+        "spec": {
+            "queue": {"name": queue_name, "connectionSecretRef": {"name": "storage"}},
+            "image": "reportfarm/renderer:test",
+            "templates": {"inline": {"hello.html": "<h1>{{ name }}</h1>"}},
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "128Mi"},
+                "limits": {"cpu": "2", "memory": "2Gi"},
+            },
+            "browser": {"cpu": "500m", "memory": "512Mi"},
+            "replicas": {"min": 0, "max": 4},
+            "browsersPerPod": {"min": 1, "max": 4},
+            "target": {"queueWaitSeconds": 5},
+            "scaleDown": {"stabilizationSeconds": 5},
+            "scaleToZero": {"idleSeconds": 10},
+            **spec,
+        },
+    }
+
+
+def create_when_served(custom: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Just after Established, a new resource may answer 404 for a moment."""
+
+    def created() -> dict[str, Any] | None:
+        try:
+            return dict(
+                custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+            )
+        except kubernetes.client.ApiException as error:
+            if error.status != 404:
+                raise
+            return None
+
+    return eventually("the ReportPool resource to be served", created, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        pytest.param(
+            {"replicas": {"min": 5, "max": 2}},
+            "replicas.min must be <= replicas.max",
+            id="replicas",
+        ),
+        pytest.param(
+            {"browsersPerPod": {"min": 6, "max": 3}},
+            "browsersPerPod.min must be <= browsersPerPod.max",
+            id="browsers",
+        ),
+        pytest.param(
+            {
+                "queue": {
+                    "name": "jobs",
+                    "connectionSecretRef": {"name": "s"},
+                    "accountUrl": "https://a",
+                }
+            },
+            "exactly one of queue.connectionSecretRef or queue.accountUrl",
+            id="secret-xor-account-url",
+        ),
+    ],
+)
+def test_the_crd_rejects_contradictory_specs(
+    custom: Any, namespace: str, patch: dict[str, Any], message: str
+) -> None:
+    body = report_pool("contradictory", "jobs", **patch)
+
+    def rejected() -> kubernetes.client.ApiException | None:
+        try:
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+        except kubernetes.client.ApiException as error:
+            return None if error.status == 404 else error  # 404: not served yet
+        pytest.fail("the API server accepted a contradictory ReportPool")
+
+    error = eventually("the ReportPool resource to be served", rejected, timeout=30)
+    assert error.status == 422
+    assert message in json.loads(error.body)["message"]
+
+
+def test_the_crd_fills_in_defaults(custom: Any, namespace: str) -> None:
+    body = report_pool("defaults", "jobs")
+    for key in ("replicas", "browsersPerPod", "target", "scaleDown", "scaleToZero", "resources"):
+        del body["spec"][key]
+    spec = create_when_served(custom, namespace, body)["spec"]
+    assert spec["replicas"] == {"min": 0, "max": 10}
+    assert spec["browsersPerPod"] == {"min": 1, "max": 4}
+    assert spec["queue"]["connectionSecretRef"]["key"] == "connection-string"
+    assert spec["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}
+    assert spec["terminationGracePeriodSeconds"] == 60
+
+
+class Cluster:
+    """Reads for the assertions, through the plain client (not the operator's adapter)."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str, pool: str) -> None:
+        self.apps: Any = kubernetes.client.AppsV1Api(api)
+        self.core: Any = kubernetes.client.CoreV1Api(api)
+        self.policy: Any = kubernetes.client.PolicyV1Api(api)
+        self.custom: Any = kubernetes.client.CustomObjectsApi(api)
+        self.namespace, self.pool = namespace, pool
+
+    def _maybe(self, read: Callable[..., Any], name: str) -> Any:
+        try:
+            return read(name, self.namespace)
+        except kubernetes.client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def deployment(self) -> Any:
+        return self._maybe(self.apps.read_namespaced_deployment, f"{self.pool}-renderer")
+
+    def children(self) -> dict[str, Any]:
+        return {
+            "Deployment": self.deployment(),
+            "Service": self._maybe(self.core.read_namespaced_service, f"{self.pool}-metrics"),
+            "PodDisruptionBudget": self._maybe(
+                self.policy.read_namespaced_pod_disruption_budget, f"{self.pool}-renderer"
+            ),
+            "ConfigMap": self._maybe(
+                self.core.read_namespaced_config_map, f"{self.pool}-templates"
+            ),
+        }
+
+    def status(self) -> dict[str, Any]:
+        body = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, self.pool
+        )
+        return dict(body.get("status") or {})
+
+    def conditions(self) -> dict[str, dict[str, Any]]:
+        return {c["type"]: c for c in self.status().get("conditions") or []}
+
+    def event_reasons(self) -> set[str]:
+        events = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={self.pool}"
+        ).items
+        return {event.reason for event in events}
+
+    def pods(self) -> list[Any]:
+        selector = f"reportfarm.io/pool={self.pool}"
+        return self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+
+
+async def _send(connection_string: str, queue: str, count: int) -> None:
+    async with JobQueue(connection_string, queue) as jobs:
+        await jobs.ensure()
+        for index in range(count):
+            await jobs.send(f'{{"job": {index}}}')
+
+
+async def _clear(connection_string: str, queue: str) -> None:
+    async with QueueClient.from_connection_string(connection_string, queue) as client:
+        await client.clear_messages()
+
+
+@pytest.fixture
+def operator(
+    kubeconfig_path: Path, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KopfRunner]:
+    # kopf's login and the operator's client read the kubernetes library's default kubeconfig
+    # location, fixed when the library was imported: point it at the test cluster.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig_path))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_path))
+    monkeypatch.setenv("REPORTFARM_OPERATOR_METRICS_PORT", "0")
+    monkeypatch.setenv("REPORTFARM_OPERATOR_POD_TIMEOUT", "1")
+    args = ["run", "--standalone", "--verbose", "--namespace", namespace]
+    with KopfRunner([*args, "-m", "reportfarm_operator.handlers"], timeout=60) as runner:
+        yield runner
+    assert runner.exception is None, runner.output
+    assert runner.exit_code == 0, runner.output
+
+
+@pytest.mark.timeout(900)
+def test_a_report_pool_scales_with_its_queue_and_owns_its_children(
+    kube_api: kubernetes.client.ApiClient,
+    custom: Any,
+    namespace: str,
+    azurite_server: azurite.Azurite,
+    operator: KopfRunner,
+) -> None:
+    connection = azurite_server.connection_string
+    queue = f"q{uuid.uuid4().hex[:10]}"
+    asyncio.run(_send(connection, queue, 0))  # create the queue, empty
+    core: Any = kubernetes.client.CoreV1Api(kube_api)
+    core.create_namespaced_secret(
+        namespace,
+        {"metadata": {"name": "storage"}, "stringData": {"connection-string": connection}},
+    )
+    pool = create_when_served(custom, namespace, report_pool("reports", queue))
+    cluster = Cluster(kube_api, namespace, "reports")
+
+    # The children appear, owned by the ReportPool.
+    def all_children() -> dict[str, Any] | None:
+        found = cluster.children()
+        return found if all(found.values()) else None
+
+    children = eventually("the children", all_children)
+    for kind, child in children.items():
+        owners = child.metadata.owner_references or []
+        assert [(o.kind, o.name, o.uid, o.controller) for o in owners] == [
+            ("ReportPool", "reports", pool["metadata"]["uid"], True)
+        ], kind
+    deployment = children["Deployment"]
+    assert deployment.spec.replicas == 0  # replicas.min, and the queue is empty
+    container = deployment.spec.template.spec.containers[0]
+    env = {e.name: e for e in container.env}
+    assert env["AZURE_STORAGE_CONNECTION_STRING"].value_from.secret_key_ref.name == "storage"
+    assert env["REPORTFARM_QUEUE"].value == queue
+    assert env["REPORTFARM_POOL_SIZE"].value == "4"  # 2 CPUs / 500m, 2Gi / 512Mi, max 4
+
+    def steady_and_reachable() -> bool:
+        conditions = cluster.conditions()
+        return conditions.get("QueueReachable", {}).get("status") == "True"
+
+    eventually("a first decision with the queue reachable", steady_and_reachable)
+    assert cluster.status()["replicas"] == 0
+
+    # A burst wakes the pool from zero; kwok runs the pods; the status and an Event say why.
+    asyncio.run(_send(connection, queue, 40))
+
+    def scaled_up() -> Any:
+        current = cluster.deployment()
+        return current if current.spec.replicas and current.spec.replicas >= 1 else None
+
+    eventually("the Deployment to scale up", scaled_up)
+    status = cluster.status()
+    assert status["replicas"] >= 1
+    assert status["browsersPerPod"] >= 1
+    assert status["queueDepth"] == 40
+    assert status["policy"]["lastWorkAt"] is not None
+    assert "WakeFromZero" in eventually("a WakeFromZero Event", cluster.event_reasons)
+
+    def running_pods() -> list[Any] | None:
+        running = [p for p in cluster.pods() if p.status.phase == "Running"]
+        return running or None
+
+    eventually("kwok to run the renderer pods", running_pods)
+    # The pods' metrics are unreachable (fake IPs): the queue alone keeps driving the decision.
+    eventually(
+        "the pool at its most pods (4), since nothing drains the queue",
+        lambda: cluster.status().get("replicas") == 4,
+    )
+    eventually(
+        "Degraded=AtMaxReplicas: the need outgrows 4 full pods",
+        lambda: cluster.conditions()["Degraded"]["reason"] == "AtMaxReplicas",
+    )
+    assert cluster.status()["browsersPerPod"] == 4
+
+    # The queue empties: the idlest pods are marked, replicas go down, and then to zero.
+    asyncio.run(_clear(connection, queue))
+    annotated: set[str] = set()
+
+    def scaled_to_zero() -> bool:
+        for pod in cluster.pods():
+            if DELETION_COST in (pod.metadata.annotations or {}):
+                annotated.add(pod.metadata.name)
+        return cluster.deployment().spec.replicas == 0
+
+    eventually("the pool to scale down to zero", scaled_to_zero, timeout=300)
+    assert annotated, "pods were not given a deletion cost before replicas went down"
+    reasons = cluster.event_reasons()
+    assert {"ScaleDown", "ScaleToZero"} <= reasons, reasons
+    assert cluster.status()["lastDecision"]["reason"] in ("ScaleToZero", "Steady")
+    assert cluster.conditions()["Ready"]["reason"] == "ScaledToZero"
+
+    # Deleting the ReportPool deletes its children (the garbage collector, no finalizer).
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "reports")
+    eventually(
+        "the garbage collector to delete the children",
+        lambda: not any(cluster.children().values()),
+        timeout=180,
+    )
