@@ -10,10 +10,10 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from reportfarm import contract
+from reportfarm import batches, contract
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
 
@@ -54,6 +54,9 @@ class ReportFarmClient:
         self.queue = self.queues["bulk"]
         """The farm's own queue: the bulk lane, and the only one of a farm without lanes."""
         self.blobs = BlobStore(connection_string, container)
+        self.events = JobQueue(connection_string, contract.events_queue_name(queue))
+        """Job and batch completion events, consumed by the webhook dispatcher."""
+        self._record_cache: dict[str, contract.ResultRecord] = {}
 
     async def __aenter__(self) -> ReportFarmClient:
         return self
@@ -64,11 +67,12 @@ class ReportFarmClient:
     async def close(self) -> None:
         for lane_queue in self.queues.values():
             await lane_queue.close()
+        await self.events.close()
         await self.blobs.close()
 
     async def ensure(self) -> None:
-        """Create the lanes' queues, their poison queues and the container if missing."""
-        for lane_queue in self.queues.values():
+        """Create the lanes' queues, the events queue, their poison queues and the container."""
+        for lane_queue in (*self.queues.values(), self.events):
             await lane_queue.ensure()
         await self.blobs.ensure()
 
@@ -96,7 +100,10 @@ class ReportFarmClient:
 
     async def submit(self, item: Submission) -> contract.JobId:
         """Validate and enqueue one job; large data goes to a payload blob first."""
-        job = self.build_job(item)
+        return await self.send_job(self.build_job(item))
+
+    async def send_job(self, job: contract.Job) -> contract.JobId:
+        """Enqueue a built job on its lane; large data goes to a payload blob first."""
         if not contract.fits_inline(job):
             name = contract.payload_blob(job.job_id)
             payload = json.dumps(job.data, ensure_ascii=False).encode("utf-8")
@@ -179,3 +186,275 @@ class ReportFarmClient:
             )
             for lane, lane_queue in self.queues.items()
         ]
+
+    # Batches: a manifest and the items' jobs as submitted, then one job per item, first item
+    # first. State comes from the items' result records (see reportfarm.batches).
+
+    async def submit_batch(
+        self,
+        items: Sequence[Submission],
+        *,
+        batch_id: str | None = None,
+        tenant: str | None = None,
+        callback_url: str | None = None,
+        item_webhooks: bool = False,
+        lane: contract.Lane = "bulk",
+        on_submitted: Callable[[contract.JobId], None] | None = None,
+    ) -> BatchSubmitted:
+        """Submit a batch. The same batch id with the same items again sends nothing new (only
+        items of an interrupted submission that have no record yet); with other items, or from
+        another tenant, it raises BatchConflict."""
+        batch_id = contract.validate_batch_id(batch_id or contract.new_job_id())
+        if not 0 < len(items) <= contract.BATCH_ITEMS_MAX:
+            raise contract.ContractError(f"a batch has 1 to {contract.BATCH_ITEMS_MAX} items")
+        jobs = [
+            self.build_job(
+                dataclasses.replace(
+                    item,
+                    job_id=None,
+                    batch_id=batch_id,
+                    item_index=index,
+                    tenant=tenant,
+                    lane=lane,
+                    callback_url=callback_url,
+                )
+            )
+            for index, item in enumerate(items)
+        ]
+        lines = [batches.item_line(_item_body(job)) for job in jobs]
+        manifest = contract.BatchManifest(
+            batch_id=batch_id,
+            count=len(jobs),
+            tenant=tenant,
+            lane=lane,
+            callback_url=callback_url,
+            item_webhooks=item_webhooks,
+            digest=batches.digest(lines),
+            created_at=time.time(),
+        )
+        existing = await self.batch_manifest(batch_id)
+        if existing is not None:
+            return await self._resubmit(existing, manifest, jobs, on_submitted)
+        await self.blobs.put(
+            contract.batch_items_blob(batch_id),
+            ("\n".join(lines) + "\n").encode("utf-8"),
+            content_type="application/x-ndjson",
+        )
+        await self.blobs.put(
+            contract.batch_manifest_blob(batch_id),
+            manifest.to_json(),
+            content_type="application/json",
+        )
+        await self._send_jobs(jobs, on_submitted)
+        await self._mark_sent(batch_id)
+        return BatchSubmitted(batch_id=batch_id, count=len(jobs), created=True, sent=len(jobs))
+
+    async def _resubmit(
+        self,
+        existing: contract.BatchManifest,
+        wanted: contract.BatchManifest,
+        jobs: list[contract.Job],
+        on_submitted: Callable[[contract.JobId], None] | None,
+    ) -> BatchSubmitted:
+        if existing.tenant != wanted.tenant or existing.digest != wanted.digest:
+            raise BatchConflict(f"batch {existing.batch_id} exists with other items or owner")
+        batch_id = existing.batch_id
+        sent = 0
+        if not await self.blobs.exists(contract.batch_sent_blob(batch_id)):
+            # The first submission stopped half-way: send what has no record yet. A job sent
+            # twice renders twice into the same blobs: no duplicate output.
+            done = await self._recorded_items(existing)
+            missing = [job for job in jobs if job.item_index not in done]
+            await self._send_jobs(missing, on_submitted)
+            await self._mark_sent(batch_id)
+            sent = len(missing)
+        return BatchSubmitted(batch_id=batch_id, count=existing.count, created=False, sent=sent)
+
+    async def _send_jobs(
+        self, jobs: list[contract.Job], on_submitted: Callable[[contract.JobId], None] | None
+    ) -> None:
+        semaphore = asyncio.Semaphore(16)
+
+        async def one(job: contract.Job) -> None:
+            async with semaphore:
+                await self.send_job(job)
+            if on_submitted:
+                on_submitted(job.job_id)
+
+        if jobs:
+            await one(jobs[0])  # the first item first: the user sees a result quickly
+            await asyncio.gather(*(one(job) for job in jobs[1:]))
+
+    async def _mark_sent(self, batch_id: str) -> None:
+        body = json.dumps({"at": time.time()}).encode("utf-8")
+        await self.blobs.put(
+            contract.batch_sent_blob(batch_id), body, content_type="application/json"
+        )
+
+    async def batch_manifest(self, batch_id: str) -> contract.BatchManifest | None:
+        try:
+            raw = await self.blobs.get(contract.batch_manifest_blob(batch_id))
+        except KeyError:
+            return None
+        return contract.BatchManifest.from_json(raw)
+
+    async def batch_retries(self, batch_id: str) -> list[contract.BatchRetry]:
+        names = sorted(await self.blobs.list(contract.batch_retries_prefix(batch_id)))
+        return [contract.BatchRetry.from_json(await self.blobs.get(name)) for name in names]
+
+    async def _recorded_items(self, manifest: contract.BatchManifest) -> set[int]:
+        """Items that have a result record (current or stale), from one listing."""
+        found = set()
+        for name in await self.blobs.list(contract.batch_results_prefix(manifest.batch_id)):
+            parsed = contract.split_batch_item_job_id(name.removeprefix("results/")[:-5])
+            if parsed and parsed[0] == manifest.batch_id and parsed[1] < manifest.count:
+                found.add(parsed[1])
+        return found
+
+    async def batch_records(
+        self, manifest: contract.BatchManifest, retries: Sequence[contract.BatchRetry]
+    ) -> dict[int, contract.ResultRecord]:
+        """The items' records. A final record changes only after a retry, so one read before is
+        kept in memory (a cache: losing it costs reads, nothing else)."""
+        latest = batches.latest_retry(retries)
+        wanted = []
+        records: dict[int, contract.ResultRecord] = {}
+        for index in sorted(await self._recorded_items(manifest)):
+            job_id = contract.batch_item_job_id(manifest.batch_id, index)
+            cached = self._record_cache.get(job_id)
+            if cached is not None and not batches.is_stale(cached, latest.get(index)):
+                records[index] = cached
+            else:
+                wanted.append(index)
+        semaphore = asyncio.Semaphore(32)
+
+        async def read(index: int) -> None:
+            job_id = contract.batch_item_job_id(manifest.batch_id, index)
+            async with semaphore:
+                record = await self.result(job_id)
+            if record is not None:
+                records[index] = record
+                if len(self._record_cache) > RECORD_CACHE_MAX:
+                    self._record_cache.clear()
+                self._record_cache[job_id] = record
+
+        await asyncio.gather(*(read(index) for index in wanted))
+        return records
+
+    async def batch_status(self, batch_id: str) -> batches.BatchStatus:
+        """Counts, state and failed items with reasons; KeyError for an unknown batch."""
+        manifest = await self.batch_manifest(batch_id)
+        if manifest is None:
+            raise KeyError(batch_id)
+        retries = await self.batch_retries(batch_id)
+        records = await self.batch_records(manifest, retries)
+        return batches.summarize(manifest, records, retries)
+
+    async def batch_items(self, batch_id: str) -> list[dict[str, Any]]:
+        """The items as submitted (template, data, pdf, output_blob), in order."""
+        raw = await self.blobs.get(contract.batch_items_blob(batch_id))
+        return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+    async def retry_batch(self, batch_id: str) -> list[int]:
+        """Resubmit the failed items only, under their job ids; returns their indexes.
+
+        The retry note is written after the jobs are sent: a retry interrupted before it leaves
+        the old failed records visible (retry again), never items waiting for nothing."""
+        manifest = await self.batch_manifest(batch_id)
+        if manifest is None:
+            raise KeyError(batch_id)
+        status = await self.batch_status(batch_id)
+        failed = [item.index for item in status.failed_items]
+        if not failed:
+            return []
+        bodies = await self.batch_items(batch_id)
+        at = time.time()
+        jobs = [
+            self.build_job(
+                Submission(
+                    template=bodies[index]["template"],
+                    data=bodies[index]["data"],
+                    pdf=contract.PdfOptions(**bodies[index].get("pdf") or {}),
+                    output_blob=bodies[index].get("output_blob"),
+                    batch_id=batch_id,
+                    item_index=index,
+                    tenant=manifest.tenant,
+                    lane=manifest.lane,
+                    callback_url=manifest.callback_url,
+                )
+            )
+            for index in failed
+        ]
+        await self._send_jobs(jobs, None)
+        retry = contract.BatchRetry(at=at, items=tuple(failed))
+        await self.blobs.put(
+            contract.batch_retry_blob(batch_id, at),
+            retry.to_json(),
+            content_type="application/json",
+        )
+        if manifest.callback_url:
+            # Items that ended before the note existed announced nothing new: check once more.
+            await self.events.send(contract.batch_event(batch_id))
+        return failed
+
+    async def wait_batch(
+        self,
+        batch_id: str,
+        *,
+        timeout_s: float,
+        poll_s: float = 1.0,
+        on_status: Callable[[batches.BatchStatus], None] | None = None,
+    ) -> batches.BatchStatus:
+        """Poll the batch's state until it is final or the deadline passed."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = await self.batch_status(batch_id)
+            if on_status:
+                on_status(status)
+            if status.final or time.monotonic() >= deadline:
+                return status
+            await asyncio.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+    async def batch_pdfs(self, batch_id: str) -> list[tuple[int, bytes]]:
+        """The succeeded items' PDFs, in item order."""
+        manifest = await self.batch_manifest(batch_id)
+        if manifest is None:
+            raise KeyError(batch_id)
+        records = await self.batch_records(manifest, await self.batch_retries(batch_id))
+        done = sorted(
+            (index, record) for index, record in records.items() if record.state == "succeeded"
+        )
+        semaphore = asyncio.Semaphore(16)
+
+        async def fetch(record: contract.ResultRecord) -> bytes:
+            async with semaphore:
+                return await self.download(record)
+
+        pdfs = await asyncio.gather(*(fetch(record) for _, record in done))
+        return [(index, pdf) for (index, _), pdf in zip(done, pdfs, strict=True)]
+
+
+RECORD_CACHE_MAX = 200_000
+
+
+class BatchConflict(Exception):
+    """The batch id is taken by other items or another tenant."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchSubmitted:
+    batch_id: str
+    count: int
+    created: bool
+    """False: the batch existed already (a re-submission)."""
+    sent: int
+    """Jobs put on the queue by this call."""
+
+
+def _item_body(job: contract.Job) -> dict[str, Any]:
+    body: dict[str, Any] = {"template": job.template, "data": job.data}
+    if job.pdf != contract.PdfOptions():
+        body["pdf"] = dataclasses.asdict(job.pdf)
+    if job.output_blob:
+        body["output_blob"] = job.output_blob
+    return body

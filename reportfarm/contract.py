@@ -354,6 +354,117 @@ def completion_event(record: ResultRecord) -> str:
     return json.dumps({"kind": "job", "job_id": record.job_id}, separators=(",", ":"))
 
 
+def batch_event(batch_id: str) -> str:
+    """The message the webhook dispatcher puts on the events queue to check (and, once all its
+    items are final, announce) a batch; it is the batch webhook's retry timer too."""
+    return json.dumps({"kind": "batch", "batch_id": batch_id}, separators=(",", ":"))
+
+
+# Batches and the gateway's records, all in the farm's container:
+# - ``batches/<batch id>/manifest.json``   the batch: tenant, item count, webhook (BatchManifest);
+# - ``batches/<batch id>/items.jsonl``     each item's job as submitted, one line per item;
+# - ``batches/<batch id>/sent.json``       written once every item was put on the queue;
+# - ``batches/<batch id>/retries/<t>.json`` one per retry: when, and which items (BatchRetry);
+# - ``jobs/<job id>.json``                 the gateway's note of a single report it accepted;
+# - ``webhooks/<subject>/<t>.json``        the webhook delivery log, one blob per attempt
+#   (subject: a job id, or ``batch-<batch id>``).
+BATCH_ID_MAX = 100
+"""Longest batch id: its items' job ids (``<batch id>-<index:06d>``) must stay within 128."""
+BATCH_ITEMS_MAX = 100_000
+_BATCH_ITEM_RE = re.compile(r"^(?P<batch>[A-Za-z0-9][A-Za-z0-9._-]*)-(?P<index>\d{6})$")
+
+
+def validate_batch_id(batch_id: object) -> str:
+    if not isinstance(batch_id, str) or len(batch_id) > BATCH_ID_MAX or not _ID_RE.match(batch_id):
+        raise ContractError(f"batch id {batch_id!r} must be 1-{BATCH_ID_MAX} of [A-Za-z0-9._-]")
+    return batch_id
+
+
+def split_batch_item_job_id(job_id: str) -> tuple[str, int] | None:
+    """The (batch id, item index) a batch item's job id was made from, or None."""
+    match = _BATCH_ITEM_RE.match(job_id)
+    return (match["batch"], int(match["index"])) if match else None
+
+
+def batch_manifest_blob(batch_id: str) -> str:
+    return f"batches/{batch_id}/manifest.json"
+
+
+def batch_items_blob(batch_id: str) -> str:
+    return f"batches/{batch_id}/items.jsonl"
+
+
+def batch_sent_blob(batch_id: str) -> str:
+    return f"batches/{batch_id}/sent.json"
+
+
+def batch_retries_prefix(batch_id: str) -> str:
+    return f"batches/{batch_id}/retries/"
+
+
+def batch_retry_blob(batch_id: str, at: float) -> str:
+    return f"{batch_retries_prefix(batch_id)}{int(at * 1000):015d}-{uuid.uuid4().hex[:8]}.json"
+
+
+def batch_results_prefix(batch_id: str) -> str:
+    """Listing this prefix finds the batch's result records (filter with split_batch_item_job_id:
+    another batch's id may start with this one's)."""
+    return f"results/{batch_id}-"
+
+
+def job_note_blob(job_id: str) -> str:
+    return f"jobs/{job_id}.json"
+
+
+def webhook_log_prefix(subject: str) -> str:
+    return f"webhooks/{subject}/"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchManifest:
+    """A batch as submitted; written before its first item is sent, never changed after."""
+
+    batch_id: str
+    count: int
+    """Items 0..count-1; item i is the job ``batch_item_job_id(batch_id, i)``."""
+    tenant: str | None = None
+    lane: Lane = "bulk"
+    callback_url: str | None = None
+    """The batch's webhook: POSTed once every item is final (and again after a retry ends)."""
+    item_webhooks: bool = False
+    """Also POST the callback for each item as it ends."""
+    digest: str = ""
+    """SHA-256 of the items as submitted: the same batch id with other items is a conflict."""
+    created_at: float = 0.0
+    version: int = SCHEMA_VERSION
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> BatchManifest:
+        body = json.loads(raw)
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in body.items() if key in known})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchRetry:
+    """One retry of a batch's failed items. A result record of a listed item whose
+    ``submitted_at`` is older than ``at`` is stale: the item counts as running again."""
+
+    at: float
+    items: tuple[int, ...]
+
+    def to_json(self) -> bytes:
+        return json.dumps({"at": self.at, "items": list(self.items)}).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> BatchRetry:
+        body = json.loads(raw)
+        return cls(at=float(body["at"]), items=tuple(int(index) for index in body["items"]))
+
+
 def poison_message(*, reason: str, original: str, job_id: str | None, attempts: int) -> str:
     """The text put on the poison queue: the original message and why it failed (plain JSON)."""
     body = {"reason": reason, "job_id": job_id, "attempts": attempts, "original": original}
