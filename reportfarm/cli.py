@@ -53,9 +53,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["simulate"]:
-        from reportfarm.simulate import cli as simulate_cli
+        from reportfarm.simulate.cli import main as simulate_main
 
-        return simulate_cli.main(argv[1:])
+        return simulate_main(argv[1:])
     args = _parser().parse_args(argv)
     from reportfarm import logs
 

@@ -79,7 +79,7 @@ async def run_local(renderer: Renderer, *, spec: policy.PoolSpec | None = None) 
     while True:
         await asyncio.sleep(INTERVAL_S)
         try:
-            depth: int | None = await renderer.queue.depth()
+            depth: int | None = sum([await lane.depth() for lane in renderer.lanes])
         except Exception as error:
             logger.warning("local autoscaler: queue unreadable: %s", error)
             depth = None

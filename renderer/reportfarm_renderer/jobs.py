@@ -40,6 +40,8 @@ class Lease:
     pop receipt (extend, delete, release), since each extension returns a new one."""
 
     delivery: Delivery
+    queue: JobQueue
+    """The lane's queue the message came from (extend, delete and poison go back to it)."""
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     extended_at: float = dataclasses.field(default_factory=time.monotonic)
     done: bool = False
@@ -52,14 +54,15 @@ class JobRunner:
         settings: RendererSettings,
         catalog: templates.TemplateCatalog,
         pool: pooling.BrowserPool,
-        queue: JobQueue,
         blobs: BlobStore,
         metrics: RendererMetrics,
+        events: JobQueue | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.pool = pool
-        self.queue = queue
+        self.events = events
+        """Where completion events of jobs with a callback URL go (webhooks), if anywhere."""
         self.blobs = blobs
         self.metrics = metrics
 
@@ -129,10 +132,15 @@ class JobRunner:
                 f"PDF is {len(pdf)} bytes, over the limit of {self.settings.max_pdf_bytes}"
             )
         with self._stage("storage_upload", stages):
+            upload_started = time.monotonic()
             await self.blobs.put(job.output, pdf, content_type="application/pdf")
-            record = self._record(job, delivery, "succeeded", stages)
+            # The record holds the PDF's upload time; the log line has the record's write too.
+            record = self._record(
+                job, delivery, "succeeded", {**stages, "storage_upload": _ms(upload_started)}
+            )
             record.output_blob, record.output_bytes = job.output, len(pdf)
             await self.blobs.put_result(record)
+            await self._announce(record)
         return len(pdf)
 
     def _render_html(self, name: str, data: Mapping[str, Any]) -> str:
@@ -177,7 +185,7 @@ class JobRunner:
         self.metrics.jobs.labels(outcome="retried", template=job.template).inc()
         async with lease.lock:
             lease.done = True
-            await self.queue.release(lease.delivery, delay_s=delay)
+            await lease.queue.release(lease.delivery, delay_s=delay)
         return "retried"
 
     async def _poison(
@@ -194,9 +202,10 @@ class JobRunner:
             record.error = reason
             record.error_kind = "exhausted" if "deliveries" in reason else "permanent"
             await self.blobs.put_result(record)
+            await self._announce(record)
         async with lease.lock:
             lease.done = True
-            await self.queue.poison(delivery, reason=reason, job_id=job_id)
+            await lease.queue.poison(delivery, reason=reason, job_id=job_id)
         template = job.template if job else "unknown"
         kind = _reason_kind(reason)
         self.metrics.poisoned.labels(reason=kind).inc()
@@ -214,7 +223,13 @@ class JobRunner:
         async with lease.lock:
             lease.done = True
             if delete:
-                await self.queue.delete(lease.delivery)
+                await lease.queue.delete(lease.delivery)
+
+    async def _announce(self, record: contract.ResultRecord) -> None:
+        """A job with a callback URL: put its completion event on the events queue (before the
+        job's message is deleted, so the webhook is sent at least once)."""
+        if record.callback_url and self.events is not None:
+            await self.events.send(contract.completion_event(record))
 
     def _record(
         self,
@@ -234,6 +249,8 @@ class JobRunner:
             batch_id=job.batch_id if job else None,
             item_index=job.item_index if job else None,
             tenant=job.tenant if job else None,
+            lane=job.lane if job else None,
+            callback_url=job.callback_url if job else None,
             worker=self.settings.worker_id,
             submitted_at=job.submitted_at if job else None,
             finished_at=time.time(),

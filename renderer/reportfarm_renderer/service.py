@@ -13,10 +13,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from reportfarm import azurite
+from reportfarm import azurite, contract
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
-from reportfarm_renderer import browser, http, templates
+from reportfarm_renderer import browser, http, network, templates
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.jobs import JobRunner
 from reportfarm_renderer.metrics import RendererMetrics
@@ -36,7 +36,8 @@ class Renderer:
     parts: http.Parts
     pool: pooling.BrowserPool
     worker: QueueWorker
-    queue: JobQueue
+    lanes: list[JobQueue]
+    """The interactive lane's queue, then the farm's own (bulk) queue."""
     blobs: BlobStore
     port: int
 
@@ -56,11 +57,11 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
     async with contextlib.AsyncExitStack() as stack:
         launcher = browser.ChromiumLauncher(
             executable_path=settings.chromium_path,
-            allowed_hosts=settings.allowed_hosts,
-            events=metrics,
+            guard=network.NetworkGuard(allowed_hosts=settings.allowed_hosts, events=metrics),
+            launch_timeout=settings.launch_timeout,
         )
         await launcher.start()
-        stack.push_async_callback(launcher.stop)
+        stack.push_async_callback(launcher.close)
         pool = pooling.BrowserPool(
             launcher.new_worker,
             size=settings.pool_size,
@@ -76,18 +77,32 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
         parts.pool = pool
         logger.info("browser pool started with %d browser(s)", pool.live)
 
-        connection = settings.storage.connection_string
-        queue = await stack.enter_async_context(JobQueue(connection, settings.storage.queue))
+        connection, name = settings.storage.connection_string, settings.storage.queue
+        lanes = [
+            await stack.enter_async_context(
+                JobQueue(connection, contract.lane_queue_name(name, lane))
+            )
+            for lane in contract.LANES
+        ]
+        events = await stack.enter_async_context(
+            JobQueue(connection, contract.events_queue_name(name))
+        )
         blobs = await stack.enter_async_context(BlobStore(connection, settings.storage.container))
         with contextlib.suppress(Exception):  # unreachable storage: the worker loop says so
-            await queue.ensure()
+            for queue in (*lanes, events):
+                await queue.ensure()
             await blobs.ensure()
         runner = JobRunner(
-            settings=settings, catalog=catalog, pool=pool, queue=queue, blobs=blobs, metrics=metrics
+            settings=settings,
+            catalog=catalog,
+            pool=pool,
+            blobs=blobs,
+            metrics=metrics,
+            events=events,
         )
         worker = QueueWorker(
             runner=runner,
-            queue=queue,
+            lanes=lanes,
             pool=pool,
             metrics=metrics,
             visibility_timeout=settings.visibility_timeout,
@@ -100,12 +115,12 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
         site = web.TCPSite(app_runner, host="0.0.0.0", port=settings.port)
         await site.start()
         port = _bound_port(app_runner, settings.port)
-        logger.info("renderer listening on :%d, queue %s", port, queue.name)
+        logger.info("renderer listening on :%d, queues %s", port, [q.name for q in lanes])
 
         loop_task = asyncio.create_task(worker.run(), name="queue-worker")
         sampler = asyncio.create_task(_sample_memory(pool, metrics), name="memory-sampler")
         try:
-            yield Renderer(settings, parts, pool, worker, queue, blobs, port)
+            yield Renderer(settings, parts, pool, worker, lanes, blobs, port)
         finally:
             parts.draining = True
             sampler.cancel()

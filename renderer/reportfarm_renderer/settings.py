@@ -72,7 +72,7 @@ class RendererSettings:
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str] | None = None, **overrides: object
+        cls, env: Mapping[str, str] | None = None, /, **overrides: object
     ) -> RendererSettings:
         env = os.environ if env is None else env
         mib = 2**20

@@ -1,6 +1,9 @@
 """The queue worker: receive as many jobs as the pool has room for, keep them leased, drain.
 
 - Receives in batches sized to the pool's free capacity (at most 32, Azure's limit).
+- Lanes: the interactive lane is asked first, except on every ``interactive_weight + 1``-th
+  receive, when bulk goes first: bulk gets a weighted share under a steady interactive load,
+  and never starves; either lane takes what the other leaves.
 - A lease keeper extends every running job's visibility at a third of the visibility timeout,
   so a render longer than the timeout is never delivered twice.
 - Storage outages: each failed receive backs off (with jitter) and the loop goes on.
@@ -30,14 +33,18 @@ class QueueWorker:
         self,
         *,
         runner: JobRunner,
-        queue: JobQueue,
+        lanes: list[JobQueue],
         pool: pooling.BrowserPool,
         metrics: RendererMetrics,
         visibility_timeout: int,
         poll_max_s: float = 1.0,
+        interactive_weight: int = 3,
     ) -> None:
         self.runner = runner
-        self.queue = queue
+        self.lanes = lanes
+        """Queues in priority order: the interactive lane first, then bulk (the farm's queue)."""
+        self.interactive_weight = interactive_weight
+        self._turn = 0
         self.pool = pool
         self.metrics = metrics
         self.visibility_timeout = visibility_timeout
@@ -84,31 +91,43 @@ class QueueWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
 
+    def _lane_order(self) -> list[JobQueue]:
+        self._turn += 1
+        if len(self.lanes) > 1 and self._turn % (self.interactive_weight + 1) == 0:
+            return [*self.lanes[1:], self.lanes[0]]
+        return self.lanes
+
     async def _receive(self, wanted: int) -> list[Lease] | None:
+        leases: list[Lease] = []
+        queue = self.lanes[0]
         try:
-            deliveries = await self.queue.receive(
-                max_messages=wanted, visibility_timeout=self.visibility_timeout
-            )
+            for queue in self._lane_order():
+                if len(leases) >= wanted:
+                    break
+                deliveries = await queue.receive(
+                    max_messages=wanted - len(leases), visibility_timeout=self.visibility_timeout
+                )
+                leases += [Lease(delivery, queue) for delivery in deliveries]
         except Exception as error:
+            for lease in leases:  # what the first lane gave is ours now: run it
+                self._start(lease)
             if not storage_errors.is_transient(error):
-                logger.exception("receiving from queue %s failed", self.queue.name)
+                logger.exception("receiving from queue %s failed", queue.name)
             self._failures += 1
             self.queue_ready = False
             self.last_error = f"{type(error).__name__}: {error}"[:300]
             self.metrics.storage_errors.labels(operation="receive").inc()
             logger.warning(
                 "queue %s unreachable (%d in a row): %s",
-                self.queue.name,
+                queue.name,
                 self._failures,
                 self.last_error,
             )
             return None
         if self._failures:
-            logger.info(
-                "queue %s reachable again after %d failures", self.queue.name, self._failures
-            )
+            logger.info("queues reachable again after %d failures", self._failures)
         self._failures, self.queue_ready, self.last_error = 0, True, None
-        return [Lease(delivery) for delivery in deliveries]
+        return leases
 
     def _start(self, lease: Lease) -> None:
         task: asyncio.Task[object] = asyncio.create_task(self._run_job(lease))
@@ -160,7 +179,7 @@ class QueueWorker:
             if lease.done:
                 return
             try:
-                await self.queue.extend(lease.delivery, visibility_timeout=self.visibility_timeout)
+                await lease.queue.extend(lease.delivery, visibility_timeout=self.visibility_timeout)
                 lease.extended_at = time.monotonic()
             except Exception as error:
                 self.metrics.storage_errors.labels(operation="extend").inc()
@@ -194,7 +213,7 @@ class QueueWorker:
                 return 0
             lease.done = True
             try:
-                await self.queue.release(lease.delivery, delay_s=0)
+                await lease.queue.release(lease.delivery, delay_s=0)
             except Exception as error:
                 logger.warning(
                     "could not release message %s (it returns after its visibility timeout): %s",

@@ -121,7 +121,12 @@ class WorkerProcess:
         )
 
     def signal(self, signum: int) -> None:
-        os.killpg(self.process.pid, signum)
+        """SIGTERM to the main process only, as Kubernetes (through tini) sends it; SIGKILL to
+        the whole group, as when a container dies."""
+        if signum == signal.SIGKILL:
+            os.killpg(self.process.pid, signum)
+        else:
+            os.kill(self.process.pid, signum)
 
     def stop(self) -> None:
         if self.process.poll() is None:
