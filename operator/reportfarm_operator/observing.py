@@ -90,20 +90,26 @@ def parse_metrics(text: str) -> tuple[int, int, float, float]:
     )
 
 
-def _base_url(ip: str) -> str:
+def _base_url(ip: str, port: int) -> str:
     host = f"[{ip}]" if ":" in ip else ip
-    return f"http://{host}:{specs.RENDERER_PORT}"
+    return f"http://{host}:{port}"
 
 
 class Observer:
     """Reads queues and renderers; resizes renderers' pools."""
 
     def __init__(
-        self, *, kube: k8s.Kube, session: aiohttp.ClientSession, queue_timeout: float
+        self,
+        *,
+        kube: k8s.Kube,
+        session: aiohttp.ClientSession,
+        queue_timeout: float,
+        port: int = specs.RENDERER_PORT,
     ) -> None:
         self.kube = kube
         self.session = session
         self.queue_timeout = queue_timeout
+        self.port = port
         self._previous: dict[str, tuple[float, float, float]] = {}  # pod uid -> (count, sum, at)
 
     async def queue(self, namespace: str, spec: Mapping[str, Any]) -> QueueReading:
@@ -144,7 +150,7 @@ class Observer:
 
     async def _pod_load(self, uid: str, ip: str, *, now: float) -> PodLoad | None:
         try:
-            async with self.session.get(f"{_base_url(ip)}/metrics") as response:
+            async with self.session.get(f"{_base_url(ip, self.port)}/metrics") as response:
                 response.raise_for_status()
                 size, busy, count, seconds = parse_metrics(await response.text())
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
@@ -168,7 +174,7 @@ class Observer:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
             async with self.session.put(
-                f"{_base_url(ip)}/pool", json={"size": size}, headers=headers
+                f"{_base_url(ip, self.port)}/pool", json={"size": size}, headers=headers
             ) as response:
                 if response.status >= 300:
                     return f"HTTP {response.status}: {(await response.text())[:200]}"

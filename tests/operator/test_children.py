@@ -1,0 +1,269 @@
+"""The children a ReportPool gets, as built (pure: no API server), and the CRD they come from."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+from reportfarm_operator import children, reconciling, specs
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "reportpools.reportfarm.io.yaml"
+EXAMPLES = ROOT / "examples" / "k8s"
+UID = "6f1c2a0e-0000-4000-8000-000000000001"
+
+
+def pool(**spec: Any) -> kopf.Body:
+    raw = {
+        "apiVersion": "reportfarm.io/v1alpha1",
+        "kind": "ReportPool",
+        "metadata": {"name": "invoices", "namespace": "billing", "uid": UID, "generation": 1},
+        "spec": {
+            "queue": {"name": "reports", "connectionSecretRef": {"name": "storage"}},
+            "image": "renderer:1",
+            "templates": {"configMapName": "report-templates"},
+            **spec,
+        },
+    }
+    return kopf.Body(raw)
+
+
+def by_kind(body: kopf.Body, *, replicas: int = 0) -> dict[str, dict[str, Any]]:
+    return {child["kind"]: child for child in children.build_all(body, replicas=replicas)}
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    [renderer] = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(renderer)
+
+
+def env(deployment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in container(deployment)["env"]}
+
+
+def test_every_child_is_owned_by_the_pool_in_its_namespace() -> None:
+    built = by_kind(pool())
+    assert set(built) == {"Deployment", "Service", "PodDisruptionBudget"}
+    for child in built.values():
+        meta = child["metadata"]
+        assert meta["namespace"] == "billing"
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "reportfarm.io/v1alpha1",
+                "kind": "ReportPool",
+                "name": "invoices",
+                "uid": UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert meta["labels"]["reportfarm.io/pool"] == "invoices"
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "reportfarm-operator"
+
+
+def test_names_and_selectors_agree() -> None:
+    built = by_kind(pool())
+    assert built["Deployment"]["metadata"]["name"] == "invoices-renderer"
+    assert built["Service"]["metadata"]["name"] == "invoices-metrics"
+    assert built["PodDisruptionBudget"]["metadata"]["name"] == "invoices-renderer"
+    selector = built["Deployment"]["spec"]["selector"]["matchLabels"]
+    pod_labels = built["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    assert built["Service"]["spec"]["selector"] == selector
+    assert built["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == selector
+
+
+def test_deployment_is_created_with_the_given_replicas_and_rolls_without_losing_capacity() -> None:
+    deployment = by_kind(pool(), replicas=3)["Deployment"]
+    assert deployment["spec"]["replicas"] == 3
+    rolling = deployment["spec"]["strategy"]["rollingUpdate"]
+    assert rolling["maxUnavailable"] == 0
+    assert "replicas" not in reconciling.without_replicas(deployment)["spec"]
+    assert deployment["spec"]["replicas"] == 3  # the builder's result is not mutated
+
+
+def test_renderer_environment() -> None:
+    spec = {
+        "outputContainer": "pdfs",
+        "visibilityTimeoutSeconds": 90,
+        "terminationGracePeriodSeconds": 120,
+        "adminTokenSecretRef": {"name": "admin"},
+        "queue": {"name": "jobs", "connectionSecretRef": {"name": "storage", "key": "cs"}},
+    }
+    deployment = by_kind(pool(**spec))["Deployment"]
+    variables = env(deployment)
+    secret = variables["AZURE_STORAGE_CONNECTION_STRING"]["valueFrom"]["secretKeyRef"]
+    assert secret == {"name": "storage", "key": "cs"}
+    token = variables["REPORTFARM_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert token == {"name": "admin", "key": "token"}  # the CRD's default key
+    assert variables["REPORTFARM_QUEUE"]["value"] == "jobs"
+    assert variables["REPORTFARM_CONTAINER"]["value"] == "pdfs"
+    assert variables["REPORTFARM_VISIBILITY_TIMEOUT"]["value"] == "90"
+    assert variables["REPORTFARM_PORT"]["value"] == "8080"
+    assert variables["REPORTFARM_TEMPLATES"]["value"] == specs.TEMPLATES_PATH
+    drain = int(variables["REPORTFARM_DRAIN_TIMEOUT"]["value"])
+    grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace == 120
+    assert 0 < drain < grace  # the renderer finishes its jobs before the kubelet kills it
+    assert container(deployment)["command"] == ["reportfarm", "worker"]
+
+
+def test_workload_identity_uses_the_account_url_and_service_account() -> None:
+    spec = {
+        "queue": {"name": "jobs", "accountUrl": "https://acct.queue.core.windows.net"},
+        "serviceAccountName": "renderer",
+    }
+    deployment = by_kind(pool(**spec))["Deployment"]
+    variables = env(deployment)
+    assert "AZURE_STORAGE_CONNECTION_STRING" not in variables
+    assert variables["AZURE_STORAGE_ACCOUNT_URL"]["value"] == "https://acct.queue.core.windows.net"
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "renderer"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param({}, 4, id="defaults: 2 CPUs / 500m, 4Gi / 512Mi, max 4"),
+        pytest.param({"browser": {"cpu": "1", "memory": "512Mi"}}, 2, id="cpu-bound"),
+        pytest.param({"browser": {"cpu": "250m", "memory": "1536Mi"}}, 2, id="memory-bound"),
+        pytest.param({"browsersPerPod": {"min": 1, "max": 3}}, 3, id="max-bound"),
+        pytest.param({"browser": {"cpu": "4", "memory": "8Gi"}}, 1, id="at least one"),
+        pytest.param(
+            {"resources": {"requests": {"cpu": "3", "memory": "8Gi"}}}, 4, id="requests, no limits"
+        ),
+    ],
+)
+def test_new_pods_start_with_the_most_browsers_that_fit(
+    spec: dict[str, Any], expected: int
+) -> None:
+    variables = env(by_kind(pool(**spec))["Deployment"])
+    assert variables[children.START_POOL_SIZE_ENV]["value"] == str(expected)
+
+
+def test_resources_are_taken_as_given_or_defaulted_whole() -> None:
+    given = {"requests": {"cpu": "3"}}
+    assert container(by_kind(pool(resources=given))["Deployment"])["resources"] == given
+    defaulted = container(by_kind(pool())["Deployment"])["resources"]
+    assert defaulted == specs.DEFAULTS["resources"]
+
+
+def test_probes_ports_and_mounts() -> None:
+    deployment = by_kind(pool())["Deployment"]
+    renderer = container(deployment)
+    assert renderer["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert renderer["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert renderer["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert renderer["startupProbe"]["httpGet"]["path"] == "/healthz"
+    mounts = {m["name"]: m["mountPath"] for m in renderer["volumeMounts"]}
+    assert mounts["templates"] == specs.TEMPLATES_PATH
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["templates"]["configMap"]["name"] == "report-templates"
+    assert renderer["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_inline_templates_get_an_owned_config_map_and_roll_the_pods_when_changed() -> None:
+    first = by_kind(pool(templates={"inline": {"a.html": "<p>{{ x }}</p>"}}))
+    config_map = first["ConfigMap"]
+    assert config_map["metadata"]["name"] == "invoices-templates"
+    assert config_map["data"] == {"a.html": "<p>{{ x }}</p>"}
+    assert config_map["metadata"]["ownerReferences"][0]["uid"] == UID
+    volumes = first["Deployment"]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "templates", "configMap": {"name": "invoices-templates"}} in volumes
+
+    def checksum(built: dict[str, dict[str, Any]]) -> str:
+        return str(
+            built["Deployment"]["spec"]["template"]["metadata"]["annotations"][
+                children.TEMPLATES_CHECKSUM
+            ]
+        )
+
+    same = by_kind(pool(templates={"inline": {"a.html": "<p>{{ x }}</p>"}}))
+    changed = by_kind(pool(templates={"inline": {"a.html": "<p>{{ y }}</p>"}}))
+    assert checksum(first) == checksum(same) != checksum(changed)
+
+
+def test_metrics_service_is_headless_and_budget_evicts_one_at_a_time() -> None:
+    built = by_kind(pool())
+    service = built["Service"]["spec"]
+    assert service["clusterIP"] == "None"
+    assert service["ports"] == [
+        {"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}
+    ]
+    budget = built["PodDisruptionBudget"]["spec"]
+    assert budget["maxUnavailable"] == 1
+    assert budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_owner_labels_are_inherited_but_never_override_ours() -> None:
+    body = pool()
+    raw = copy.deepcopy(dict(body))
+    raw["metadata"]["labels"] = {"team": "billing", "reportfarm.io/pool": "spoofed"}
+    built = by_kind(kopf.Body(raw))
+    labels = built["Deployment"]["metadata"]["labels"]
+    assert labels["team"] == "billing"
+    assert labels["reportfarm.io/pool"] == "invoices"
+
+
+# --- the CRD and the examples ----------------------------------------------------------------
+
+
+def _spec_schema() -> dict[str, Any]:
+    crd = yaml.safe_load(CRD.read_text())
+    [version] = crd["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"]["properties"]["spec"])
+
+
+def test_the_operator_defaults_are_the_crd_defaults() -> None:
+    schema = _spec_schema()
+    for key, value in specs.DEFAULTS.items():
+        node = schema["properties"][key]
+        if isinstance(value, dict) and key != "resources":  # defaulted field by field
+            for field, default in value.items():
+                assert node["properties"][field]["default"] == default, f"{key}.{field}"
+        else:
+            assert node["default"] == value, key
+
+
+def test_the_crd_keeps_status_fields_and_validates_limits() -> None:
+    crd = yaml.safe_load(CRD.read_text())
+    [version] = crd["spec"]["versions"]
+    assert version["subresources"] == {"status": {}}  # no scale subresource: see the CRD's header
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status["x-kubernetes-preserve-unknown-fields"] is True
+    rules = {
+        rule["rule"]
+        for node in (
+            _spec_schema()["properties"][k] for k in ("replicas", "browsersPerPod", "queue")
+        )
+        for rule in node["x-kubernetes-validations"]
+    }
+    assert "self.min <= self.max" in rules
+    assert "has(self.connectionSecretRef) != has(self.accountUrl)" in rules
+    columns = {column["name"]: column["jsonPath"] for column in version["additionalPrinterColumns"]}
+    assert columns["Replicas"] == ".status.replicas"
+    assert columns["Browsers"] == ".status.browsersPerPod"
+    assert columns["Queue"] == ".status.queueDepth"
+    assert columns["Ready"] == ".status.readyReplicas"
+
+
+def test_the_example_report_pool_builds() -> None:
+    documents = [
+        doc
+        for path in sorted(EXAMPLES.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+    ]
+    kinds = {doc["kind"] for doc in documents}
+    assert {"ReportPool", "Secret", "ConfigMap"} <= kinds
+    [example] = [doc for doc in documents if doc["kind"] == "ReportPool"]
+    raw = {**example, "metadata": {**example["metadata"], "namespace": "default", "uid": UID}}
+    built = by_kind(kopf.Body(raw))
+    secrets = {d["metadata"]["name"] for d in documents if d["kind"] == "Secret"}
+    maps = {d["metadata"]["name"] for d in documents if d["kind"] == "ConfigMap"}
+    assert example["spec"]["queue"]["connectionSecretRef"]["name"] in secrets
+    assert example["spec"]["adminTokenSecretRef"]["name"] in secrets
+    assert example["spec"]["templates"]["configMapName"] in maps
+    assert env(built["Deployment"])[children.START_POOL_SIZE_ENV]["value"] == "4"

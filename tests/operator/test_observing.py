@@ -1,0 +1,174 @@
+"""The observer against the renderer's real HTTP surface and a real Azurite queue.
+
+The renderer app is ``reportfarm_renderer.http.create_app`` (the very handlers a pod serves), with
+a stand-in browser pool: the operator-renderer contract (/metrics names, PUT /pool, the bearer
+token) is tested end to end without launching Chromium.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from reportfarm_operator import observing
+from reportfarm_renderer import http
+from reportfarm_renderer.metrics import RendererMetrics
+
+from reportfarm import azurite
+from reportfarm.storage.queueing import JobQueue
+
+
+@dataclasses.dataclass
+class StandInPool:
+    size: int = 2
+    busy: int = 1
+
+    @property
+    def live(self) -> int:
+        return self.size
+
+    @property
+    def idle(self) -> int:
+        return self.size - self.busy
+
+    async def resize(self, size: int) -> None:
+        self.size = size
+
+
+@dataclasses.dataclass
+class Renderer:
+    port: int
+    pool: StandInPool
+    metrics: RendererMetrics
+
+
+async def serve(parts: http.Parts) -> AsyncIterator[int]:
+    runner = web.AppRunner(http.create_app(parts))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def renderer() -> AsyncIterator[Renderer]:
+    pool, metrics = StandInPool(), RendererMetrics()
+    parts = http.Parts(metrics=metrics, admin_token="s3cret", pool=pool)  # type: ignore[arg-type]
+    async for port in serve(parts):
+        yield Renderer(port, pool, metrics)
+
+
+class SecretsOnly:
+    """The observer's only Kubernetes need here: a Secret's value."""
+
+    def __init__(self, values: Mapping[tuple[str, str, str], str]) -> None:
+        self.values = dict(values)
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str:
+        return self.values[(namespace, name, key)]
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as client:
+        yield client
+
+
+def observer(session: aiohttp.ClientSession, *, port: int, kube: Any = None) -> observing.Observer:
+    return observing.Observer(kube=kube, session=session, queue_timeout=2, port=port)
+
+
+def render(metrics: RendererMetrics, *seconds: float) -> None:
+    for value in seconds:
+        metrics.stage_seconds.labels(stage="pdf_generation").observe(value)
+
+
+async def test_pod_loads_come_from_the_renderers_metrics(
+    renderer: Renderer, session: aiohttp.ClientSession
+) -> None:
+    watcher = observer(session, port=renderer.port)
+    render(renderer.metrics, 0.2, 0.4)
+    first = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert first["pod-a"] == observing.PodLoad(
+        size=2,
+        busy=1,
+        renders=2,
+        render_seconds=pytest.approx(0.6),
+        lifetime_renders=2,
+        lifetime_render_seconds=pytest.approx(0.6),
+    )
+    render(renderer.metrics, 1.0)
+    second = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert observing.mean_render_s(second) == pytest.approx(1.0)  # the last interval only
+    quiet = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert observing.mean_render_s(quiet) == pytest.approx(1.6 / 3)  # no new renders: lifetime
+
+
+async def test_a_renderer_that_does_not_answer_reads_as_unknown(
+    session: aiohttp.ClientSession,
+) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    loads = await observer(session, port=port).pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert loads == {"pod-a": None}
+    assert observing.mean_render_s(loads) is None
+
+
+async def test_resize_reaches_the_pool_with_the_token(
+    renderer: Renderer, session: aiohttp.ClientSession
+) -> None:
+    watcher = observer(session, port=renderer.port)
+    assert await watcher.resize("127.0.0.1", 4, token="s3cret") is None
+    assert renderer.pool.size == 4
+    refused = await watcher.resize("127.0.0.1", 1, token="wrong")
+    assert refused is not None and refused.startswith("HTTP 401")
+    assert renderer.pool.size == 4
+
+
+def test_metrics_without_pool_gauges_are_rejected() -> None:
+    with pytest.raises(ValueError, match="reportfarm_pool_size"):
+        observing.parse_metrics("# nothing here\n")
+
+
+@pytest.mark.azurite
+async def test_queue_depth_is_read_with_the_secret(
+    azurite_server: azurite.Azurite, session: aiohttp.ClientSession
+) -> None:
+    name = f"q{uuid.uuid4().hex[:10]}"
+    async with JobQueue(azurite_server.connection_string, name) as queue:
+        await queue.ensure()
+        for index in range(3):
+            await queue.send(f"job {index}")
+    kube = SecretsOnly({("ns", "storage", "connection-string"): azurite_server.connection_string})
+    spec = {"queue": {"name": name, "connectionSecretRef": {"name": "storage"}}}
+    reading = await observer(session, port=1, kube=kube).queue("ns", spec)
+    assert reading == observing.QueueReading(depth=3, poison_depth=0)
+
+
+@pytest.mark.parametrize(
+    "secrets",
+    [
+        pytest.param({}, id="secret missing"),
+        pytest.param(
+            {("ns", "storage", "connection-string"): azurite.connection_string(1, 1)},
+            id="queue unreachable",
+        ),
+    ],
+)
+async def test_an_unreadable_queue_is_a_reading_not_an_exception(
+    session: aiohttp.ClientSession, secrets: dict[tuple[str, str, str], str]
+) -> None:
+    spec = {"queue": {"name": "jobs", "connectionSecretRef": {"name": "storage"}}}
+    reading = await observer(session, port=1, kube=SecretsOnly(secrets)).queue("ns", spec)
+    assert reading.depth is None
+    assert reading.error
