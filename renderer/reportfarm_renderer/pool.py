@@ -97,6 +97,13 @@ class WorkerCrashed(PoolError):
     transient = True
 
 
+class DocumentError(PoolError):
+    """The document itself cannot be rendered (for instance, it navigates away while loading).
+
+    Raised by a worker, which stays healthy and goes back to the pool. Not transient.
+    """
+
+
 class PoolClosed(PoolError):
     """The pool is shut down. Transient for the job: another renderer can take it."""
 
@@ -260,12 +267,16 @@ class BrowserPool:
         """Render on a borrowed worker. Raises a :class:`PoolError` subclass on failure."""
         slot = await self._borrow()
         started = time.monotonic()
-        failure: str | None = "cancelled"
+        failure: str | None = "cancelled"  # why the worker must go; None: it may stay
+        ok = False
         try:
             async with asyncio.timeout(self._render_timeout):
                 pdf = await slot.worker.render(html, options, javascript=javascript)
-            failure = None
+            failure, ok = None, True
             return pdf
+        except DocumentError:
+            failure = None
+            raise
         except TimeoutError:
             failure = "render_timeout"
             raise RenderTimeout(f"render exceeded {self._render_timeout}s") from None
@@ -276,9 +287,9 @@ class BrowserPool:
             raise WorkerCrashed(f"worker failed: {error!r}") from error
         finally:
             elapsed = time.monotonic() - started
-            self._emit("render_finished", elapsed, failure is None)
+            self._emit("render_finished", elapsed, ok)
             if failure is None:
-                self._after_success(slot)
+                self._give_back(slot)
             else:
                 self._leave(slot, failure)
 
@@ -433,7 +444,7 @@ class BrowserPool:
 
     # -- after a render -----------------------------------------------------------------------
 
-    def _after_success(self, slot: _Slot) -> None:
+    def _give_back(self, slot: _Slot) -> None:
         jobs = slot.worker.jobs_done
         if slot.retire is None and self._recycle_jobs and jobs >= self._recycle_jobs:
             slot.retire = "jobs"

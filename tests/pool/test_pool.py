@@ -1,7 +1,7 @@
 """The browser pool's bookkeeping, with fake workers: fast, no browser.
 
-A fake worker's behaviour is chosen by the HTML it renders: ``ok``, ``fail``, ``hang``, or
-``gate:NAME`` (wait until the test opens that gate).
+A fake worker's behaviour is chosen by the HTML it renders: ``ok``, ``fail``, ``hang``,
+``bad-document``, or ``gate:NAME`` (wait until the test opens that gate).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class FakeWorker:
         try:
             if html == "fail":
                 raise RuntimeError("the browser fell over")
+            if html == "bad-document":
+                raise pooling.DocumentError("the document navigates away")
             if html == "hang":  # until closed, like a browser stuck in a script
                 await self.stopped.wait()
                 raise RuntimeError("target closed")
@@ -222,6 +224,16 @@ async def test_a_render_timeout_replaces_the_worker(farm: Farm, events: Events) 
         assert farm.workers[0].closed
         assert events.named("worker_replaced") == [("render_timeout",)]
         assert events.named("render_finished")[0][1] is False
+
+
+async def test_a_document_error_keeps_the_worker(farm: Farm, events: Events) -> None:
+    async with make_pool(farm, events, size=1) as pool:
+        with pytest.raises(pooling.DocumentError) as caught:
+            await pool.render("bad-document", OPTIONS)
+        assert not caught.value.transient
+        assert await pool.render("ok", OPTIONS) == b"%PDF worker 1"
+        assert not farm.workers[0].closed and events.named("worker_replaced") == []
+        assert [args[1] for args in events.named("render_finished")] == [False, True]
 
 
 async def test_a_dead_idle_worker_is_replaced_before_it_is_lent(farm: Farm, events: Events) -> None:

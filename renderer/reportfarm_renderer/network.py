@@ -1,0 +1,326 @@
+"""The network guard: what a rendered document may fetch, decided by resolved address.
+
+Rendered documents come from callers' data, so every request they make is hostile until proven
+otherwise. Two layers:
+
+1. **Interception** (:meth:`NetworkGuard.install`, on every browser context): ``data:``, ``blob:``
+   and ``about:`` pass; ``http(s)`` passes only for GET/HEAD to a host on the allowlist (exact
+   names, or ``*.example.com`` for subdomains) whose every resolved address is public
+   (:func:`is_public_address`); every other scheme (``file:``, ``ftp:``, ``chrome:``...) and
+   every WebSocket is blocked. Each block is logged with its URL and reported to
+   :class:`GuardEvents`.
+
+   Allowed requests are fetched here, in Python, never by Chromium, then handed to the page with
+   ``route.fulfill``. Why not ``route.continue_()``/``route.fetch()``: Chromium (or the driver)
+   would resolve the host name again after our check, so a DNS answer that changes in between
+   (DNS rebinding) would reach a private address. Here aiohttp's resolver *is* the check: it
+   connects only to the addresses it has just approved. Redirects are followed here, each hop
+   checked, because Chromium follows a fulfilled redirect without showing the next request to
+   the route handler (measured). The price: a redirected stylesheet's relative URLs resolve
+   against the URL the page asked for. Responses lose Set-Cookie (no cookie can carry over from
+   one job to the next) and are capped in size.
+
+2. **A closed network for Chromium itself** (:meth:`NetworkGuard.chromium_args`): some traffic
+   never reaches a route handler (measured here: ``navigator.sendBeacon``, WebRTC STUN over UDP
+   and TURN over TCP, preconnects). Chromium therefore runs behind a proxy that is a loopback
+   port we hold and never listen on (``<-loopback>`` sends loopback through it too), with host
+   resolution disabled and WebRTC limited to proxied UDP, that is none. Nothing that escapes
+   interception gets out; allowed resources never needed Chromium's network anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+import aiohttp.abc
+from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
+from playwright.async_api import Error as PlaywrightError
+
+log = logging.getLogger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
+
+_PASS_SCHEMES = frozenset({"data", "blob", "about"})
+_METHODS = frozenset({"GET", "HEAD"})
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_FORWARD_HEADERS = frozenset({"accept", "accept-language", "user-agent"})
+_DROP_HEADERS = frozenset(
+    {"set-cookie", "set-cookie2", "content-encoding", "content-length", "transfer-encoding",
+     "connection", "keep-alive"}
+)  # fmt: skip
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_URL_LOG_LIMIT = 200
+
+
+class GuardEvents(Protocol):
+    """Hook for metrics. Reasons: scheme, method, host, address, dns, redirects, too_large,
+    websocket."""
+
+    def request_blocked(self, reason: str) -> None:
+        return None
+
+
+class _NoEvents(GuardEvents):
+    pass
+
+
+class Blocked(Exception):
+    """A request the policy refuses; ``reason`` is one of :class:`GuardEvents`' reasons."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def is_public_address(address: IPAddress) -> bool:
+    """Whether a document may connect to this address: globally routable and nothing special.
+
+    Refused: loopback, link-local (169.254/16 with the cloud metadata service, fe80::/10), private
+    (10/8, 172.16/12, 192.168/16, fc00::/7, and the rest of Python's list), shared 100.64/10,
+    unspecified, multicast, reserved, site-local, and any IPv6 form that embeds a refused IPv4
+    address (IPv4-mapped, 6to4, Teredo, NAT64).
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return is_public_address(address.ipv4_mapped)
+        embedded = [address.sixtofour, address.teredo[1] if address.teredo else None]
+        if address in _NAT64:
+            embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        if any(inner is not None and not is_public_address(inner) for inner in embedded):
+            return False
+        if address.is_site_local:
+            return False
+    special = (
+        address.is_loopback
+        or address.is_link_local
+        or address.is_private
+        or address.is_unspecified
+        or address.is_multicast
+        or address.is_reserved
+    )
+    return address.is_global and not special
+
+
+async def resolve_host(host: str, port: int) -> list[IPAddress]:
+    """Every address the system resolver gives for a host name."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+
+
+class NetworkGuard:
+    """The policy, installed on every browser context. See the module docstring.
+
+    ``address_allowed`` and ``resolver`` exist for tests (a permitted loopback address, a fake
+    DNS); production keeps the defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        allowed_hosts: Iterable[str] = (),
+        events: GuardEvents | None = None,
+        address_allowed: Callable[[IPAddress], bool] = is_public_address,
+        resolver: Resolver = resolve_host,
+        fetch_timeout: float = 10.0,
+        max_redirects: int = 5,
+        max_response_bytes: int = 20 * 2**20,
+    ) -> None:
+        hosts = {host.strip().lower().rstrip(".") for host in allowed_hosts if host.strip()}
+        self._exact = frozenset(host for host in hosts if not host.startswith("*."))
+        self._suffixes = tuple(host[1:] for host in hosts if host.startswith("*."))
+        self._events: GuardEvents = events or _NoEvents()
+        self._address_allowed = address_allowed
+        self._resolver = resolver
+        self._timeout = aiohttp.ClientTimeout(total=fetch_timeout)
+        self._max_redirects = max_redirects
+        self._max_bytes = max_response_bytes
+        self._session: aiohttp.ClientSession | None = None
+        self._blackhole: socket.socket | None = None
+
+    def chromium_args(self) -> list[str]:
+        """Launch flags that close Chromium's own network (layer 2)."""
+        if self._blackhole is None:
+            # Bound without SO_REUSEADDR and never listening: nobody else can listen here, and
+            # a connection is refused at once.
+            self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._blackhole.bind(("127.0.0.1", 0))
+        port = self._blackhole.getsockname()[1]
+        return [
+            f"--proxy-server=http://127.0.0.1:{port}",
+            "--proxy-bypass-list=<-loopback>",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+        ]
+
+    async def install(
+        self, context: BrowserContext, *, on_navigation: Callable[[str], object] | None = None
+    ) -> None:
+        """Route every request and WebSocket of a context through the guard (layer 1).
+
+        ``on_navigation(url)`` hears of each blocked attempt of a main frame to navigate.
+        """
+
+        async def on_request(route: Route, request: Request) -> None:
+            if not await self._on_request(route, request) and on_navigation is not None:
+                with contextlib.suppress(PlaywrightError):
+                    if request.is_navigation_request() and request.frame.parent_frame is None:
+                        on_navigation(request.url)
+
+        await context.route("**/*", on_request)
+        await context.route_web_socket("**/*", self._on_web_socket)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._blackhole is not None:
+            self._blackhole.close()
+            self._blackhole = None
+
+    async def check(self, url: str, method: str = "GET") -> list[IPAddress]:
+        """Raise :class:`Blocked` unless the policy allows the request; return its addresses."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise Blocked("scheme", parts.scheme)
+        if method.upper() not in _METHODS:
+            raise Blocked("method", method)
+        host = (parts.hostname or "").rstrip(".")
+        if host not in self._exact and not host.endswith(self._suffixes):
+            raise Blocked("host", host)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return await self.addresses(host, port)
+
+    async def addresses(self, host: str, port: int) -> list[IPAddress]:
+        """Resolve a host and return its addresses if every one is allowed, else raise."""
+        try:
+            addresses = [ipaddress.ip_address(host)]
+        except ValueError:
+            try:
+                addresses = await self._resolver(host, port)
+            except OSError as error:
+                raise Blocked("dns", f"{host}: {error}") from None
+        refused = [str(address) for address in addresses if not self._address_allowed(address)]
+        if refused or not addresses:
+            raise Blocked("address", f"{host} resolves to {', '.join(refused) or 'nothing'}")
+        return addresses
+
+    async def _on_request(self, route: Route, request: Request) -> bool:
+        """Answer an intercepted request; False if it was blocked."""
+        url = request.url
+        if url.partition(":")[0].lower() in _PASS_SCHEMES:
+            await _quietly(route.continue_())
+            return True
+        try:
+            status, headers, body = await self._fetch(url, request.method, request.headers)
+        except Blocked as blocked:
+            self._report(url, blocked)
+            # A blocked navigation answered 204 leaves the document in place; an error would
+            # replace it with Chromium's error page, and the job would print that.
+            if request.is_navigation_request():
+                await _quietly(route.fulfill(status=204))
+            else:
+                await _quietly(route.abort("blockedbyclient"))
+            return False
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.info("fetching %s failed: %r", shorten(url), error)
+            await _quietly(route.abort("failed"))
+            return True
+        await _quietly(route.fulfill(status=status, headers=headers, body=body))
+        return True
+
+    async def _on_web_socket(self, route: WebSocketRoute) -> None:
+        self._report(route.url, Blocked("websocket"))
+        await _quietly(route.close(code=1008, reason="blocked"))
+
+    async def _fetch(
+        self, url: str, method: str, request_headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """GET/HEAD an allowed URL, following redirects hop by hop, each hop checked."""
+        session = self._open_session()
+        headers = {k: v for k, v in request_headers.items() if k.lower() in _FORWARD_HEADERS}
+        for _ in range(self._max_redirects + 1):
+            await self.check(url, method)
+            async with session.request(method, url, headers=headers, allow_redirects=False) as rsp:
+                location = rsp.headers.get("Location")
+                if rsp.status in _REDIRECTS and location:
+                    url = urljoin(url, location)
+                    method = "GET" if rsp.status == 303 else method
+                    continue
+                body = bytearray()
+                async for chunk in rsp.content.iter_chunked(64 * 1024):
+                    body += chunk
+                    if len(body) > self._max_bytes:
+                        raise Blocked("too_large", f"over {self._max_bytes} bytes")
+                kept = {
+                    name.lower(): ", ".join(rsp.headers.getall(name))
+                    for name in rsp.headers
+                    if name.lower() not in _DROP_HEADERS
+                }
+                return rsp.status, kept, bytes(body)
+        raise Blocked("redirects", f"more than {self._max_redirects}")
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(resolver=_CheckingResolver(self), use_dns_cache=False)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),  # no cookie outlives a request
+                timeout=self._timeout,
+                trust_env=False,  # a proxy would connect where we did not check
+            )
+        return self._session
+
+    def _report(self, url: str, blocked: Blocked) -> None:
+        log.warning("blocked a document's request to %s (%s)", shorten(url), blocked)
+        try:
+            self._events.request_blocked(blocked.reason)
+        except Exception:
+            log.exception("the request_blocked hook failed")
+
+
+class _CheckingResolver(aiohttp.abc.AbstractResolver):
+    """aiohttp connects only to what this returns: the addresses the guard has just approved."""
+
+    def __init__(self, guard: NetworkGuard) -> None:
+        self._guard = guard
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[aiohttp.abc.ResolveResult]:
+        addresses = await self._guard.addresses(host, port)
+        return [
+            {
+                "hostname": host,
+                "host": str(address),
+                "port": port,
+                "family": socket.AF_INET if address.version == 4 else socket.AF_INET6,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+            for address in addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+async def _quietly(action: Awaitable[None]) -> None:
+    """Answer a route; the page may be gone already (job over, browser closed)."""
+    try:
+        await action
+    except PlaywrightError as error:
+        log.debug("answering an intercepted request failed: %s", error)
+
+
+def shorten(url: str) -> str:
+    """A URL cut to a length fit for a log line or an error message."""
+    return url if len(url) <= _URL_LOG_LIMIT else url[:_URL_LOG_LIMIT] + "..."

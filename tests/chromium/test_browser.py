@@ -1,0 +1,651 @@
+"""The Chromium worker and the network guard, against a real Chromium.
+
+The hostile-document tests use a canary: a loopback server that counts every TCP connection and
+UDP datagram it receives. Documents try every route a browser has to reach it; it must count zero.
+A control test shows the canary does see an unguarded browser, so zero means something.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import io
+import ipaddress
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pypdf
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from reportfarm_renderer import browser, network
+from reportfarm_renderer import pool as pooling
+
+from reportfarm import contract
+
+OPTIONS = contract.PdfOptions()
+LAB_ADDRESS = "127.0.0.2"
+"""The lab's "allowed public host": a loopback address the lab guard treats as public."""
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+chromium = pytest.mark.chromium
+
+
+async def started_launcher(**kwargs: object) -> browser.ChromiumLauncher:
+    """A started launcher, or a skip when this machine has no Chromium at all."""
+    launcher = browser.ChromiumLauncher(**kwargs)  # type: ignore[arg-type]
+    await launcher.start()
+    bundled = launcher.playwright.chromium.executable_path
+    if launcher.executable_path is None and not os.path.exists(bundled):
+        await launcher.close()
+        pytest.skip("no Chromium on this machine")
+    return launcher
+
+
+def pdf_text(pdf: bytes) -> str:
+    assert pdf.startswith(b"%PDF")
+    return "".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(pdf)).pages)
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110 - polling process state is the point
+            await asyncio.sleep(0.02)
+
+
+def process_gone(pid: int) -> bool:
+    """Gone for good: a zombie left unreaped still has its /proc entry."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+class Canary:
+    """Counts every TCP connection (answering HTTP 200) and UDP datagram on one loopback port."""
+
+    def __init__(self) -> None:
+        self.hits: list[tuple[str, bytes]] = []
+        self.port = 0
+        self._closers: list[Callable[[], object]] = []
+
+    async def start(self) -> None:
+        server = await asyncio.start_server(self._on_connection, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self._closers.append(server.close)
+        loop = asyncio.get_running_loop()
+        canary = self
+
+        class Datagrams(asyncio.DatagramProtocol):
+            def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+                canary.hits.append(("udp", data[:40]))
+
+        transport, _ = await loop.create_datagram_endpoint(
+            Datagrams, local_addr=("127.0.0.1", self.port)
+        )
+        self._closers.append(transport.close)
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            head = await asyncio.wait_for(reader.read(200), 2)
+        except (TimeoutError, ConnectionError):
+            head = b""
+        self.hits.append(("tcp", head[:60]))
+        body = b"<p>CANARY-REACHED</p>"
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
+        try:
+            await writer.drain()
+            writer.close()
+        except ConnectionError:
+            pass
+
+    def close(self) -> None:
+        for close in self._closers:
+            close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def canary() -> AsyncIterator[Canary]:
+    server = Canary()
+    await server.start()
+    yield server
+    server.close()
+
+
+class Lab:
+    """An "allowed public host" on 127.0.0.2 that serves pages, redirects and cookie probes."""
+
+    def __init__(self, canary: Canary) -> None:
+        self.canary = canary
+        self.requests: list[tuple[str, str]] = []
+        """(path, Cookie header) of every request."""
+        self.port = 0
+        app = web.Application(middlewares=[self._record])
+        app.router.add_get("/page", self._page)
+        app.router.add_get("/slow", self._slow)
+        for path in ("/hop", "/to-canary", "/to-localhost"):
+            app.router.add_get(path, self._redirect)
+        app.router.add_get("/set-cookie", self._set_cookie)
+        app.router.add_get("/echo", self._echo)
+        self.runner = web.AppRunner(app, access_log=None)
+
+    @web.middleware
+    async def _record(self, request: web.Request, handler: web.Handler) -> web.StreamResponse:
+        self.requests.append((request.path, request.headers.get("Cookie", "")))
+        return await handler(request)
+
+    async def _page(self, request: web.Request) -> web.Response:
+        return web.Response(text="<p>ALLOWED-PAGE</p>", content_type="text/html")
+
+    async def _slow(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(float(request.query.get("s", "0.8")))
+        return web.Response(body=b"GIF89a", content_type="image/gif")
+
+    async def _redirect(self, request: web.Request) -> web.Response:
+        targets = {
+            "/hop": "/page",
+            "/to-canary": f"http://127.0.0.1:{self.canary.port}/r",
+            "/to-localhost": f"http://localhost:{self.canary.port}/r",
+        }
+        raise web.HTTPFound(targets[request.path])
+
+    async def _set_cookie(self, request: web.Request) -> web.Response:
+        response = web.Response(text="<p>cookie set</p>", content_type="text/html")
+        response.set_cookie("session", "JOB-ONE-SECRET")
+        return response
+
+    async def _echo(self, request: web.Request) -> web.Response:
+        return web.Response(body=b"GIF89a", content_type="image/gif")
+
+    def url(self, path: str) -> str:
+        return f"http://{LAB_ADDRESS}:{self.port}{path}"
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def lab(canary: Canary) -> AsyncIterator[Lab]:
+    server = Lab(canary)
+    await server.runner.setup()
+    site = web.TCPSite(server.runner, LAB_ADDRESS, 0)
+    await site.start()
+    server.port = server.runner.addresses[0][1]
+    yield server
+    await server.runner.cleanup()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def launcher() -> AsyncIterator[browser.ChromiumLauncher]:
+    """Production defaults: no host allowed."""
+    started = await started_launcher()
+    yield started
+    await started.close()
+
+
+resolutions: collections.Counter[str] = collections.Counter()
+
+
+async def lab_resolver(host: str, port: int) -> list[network.IPAddress]:
+    """Real DNS, except ``rebind.test``: an allowed address first, the canary's the next time."""
+    if host == "rebind.test":
+        resolutions[host] += 1
+        return [ipaddress.ip_address(LAB_ADDRESS if resolutions[host] % 2 else "127.0.0.1")]
+    return await network.resolve_host(host, port)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def lab_launcher() -> AsyncIterator[browser.ChromiumLauncher]:
+    """A guard with an allowlist, where the lab's 127.0.0.2 counts as a public address."""
+    guard = network.NetworkGuard(
+        allowed_hosts=[LAB_ADDRESS, "localhost", "rebind.test"],
+        address_allowed=lambda address: str(address) == LAB_ADDRESS,
+        resolver=lab_resolver,
+    )
+    started = await started_launcher(guard=guard)
+    yield started
+    await started.close()
+
+
+def make_pool(factory: pooling.WorkerFactory, **overrides: object) -> pooling.BrowserPool:
+    settings: dict[str, object] = dict(
+        size=1,
+        borrow_timeout=30.0,
+        launch_timeout=30.0,
+        render_timeout=20.0,
+        recycle_after_jobs=None,
+        recycle_rss_bytes=None,
+    )
+    settings.update(overrides)
+    return pooling.BrowserPool(factory, **settings)  # type: ignore[arg-type]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def lab_pool(lab_launcher: browser.ChromiumLauncher) -> AsyncIterator[pooling.BrowserPool]:
+    async with make_pool(lab_launcher.new_worker) as pool:
+        yield pool
+
+
+class Tracked:
+    """A factory that remembers the workers it made."""
+
+    def __init__(self, launcher: browser.ChromiumLauncher) -> None:
+        self.launcher = launcher
+        self.workers: list[browser.ChromiumWorker] = []
+
+    async def __call__(self) -> browser.ChromiumWorker:
+        worker = await self.launcher.new_worker()
+        self.workers.append(worker)
+        return worker
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+@chromium
+async def test_a_pdf_carries_the_chinese_text(launcher: browser.ChromiumLauncher) -> None:
+    async with make_pool(launcher.new_worker) as pool:
+        pdf = await pool.render("<p>临考词汇突击报告</p>", OPTIONS)
+    assert "临考词汇突击报告" in pdf_text(pdf)
+
+
+@chromium
+async def test_the_warm_page_shows_job_two_nothing_of_job_one(
+    lab_launcher: browser.ChromiumLauncher, lab: Lab
+) -> None:
+    async with make_pool(lab_launcher.new_worker) as pool:
+        first = await pool.render(
+            '<meta http-equiv="set-cookie" content="meta=JOB-ONE-SECRET">'
+            f'<meta http-equiv="refresh" content="1;url={lab.url("/page")}">'
+            f'<p>JOB-ONE-SECRET</p><iframe src="{lab.url("/set-cookie")}"></iframe>',
+            OPTIONS,
+        )
+        assert "JOB-ONE-SECRET" in pdf_text(first) and "cookie set" in pdf_text(first)
+        await asyncio.sleep(1.3)  # job one's refresh would have fired by now
+        second = await pool.render(f'<p>job two</p><img src="{lab.url("/echo")}">', OPTIONS)
+    text = pdf_text(second)
+    assert "job two" in text
+    assert "JOB-ONE-SECRET" not in text and "ALLOWED-PAGE" not in text
+    assert ("/echo", "") in lab.requests, "job two's request came without a cookie"
+    assert not any(cookie for _, cookie in lab.requests), "a cookie reached the lab"
+    assert "/page" not in [path for path, _ in lab.requests], "job one's refresh fired"
+
+
+@chromium
+async def test_a_javascript_template_runs_in_its_own_context(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    script = (
+        "<p id=out></p><script>"
+        "const before = window.name || 'empty'; window.name = 'JOB-SECRET';"
+        "document.getElementById('out').textContent = 'js ran, name was ' + before;"
+        "</script>"
+    )
+    async with make_pool(launcher.new_worker) as pool:
+        first = await pool.render(script, OPTIONS, javascript=True)
+        second = await pool.render(script, OPTIONS, javascript=True)
+        plain = await pool.render(script, OPTIONS)
+    assert "js ran, name was empty" in pdf_text(first)
+    assert "js ran, name was empty" in pdf_text(second)
+    assert "js ran" not in pdf_text(plain)  # JavaScript is off unless the template asks
+
+
+@chromium
+async def test_a_script_navigating_away_fails_fast_and_keeps_the_browser(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher)
+    async with make_pool(factory, render_timeout=20.0) as pool:
+        with pytest.raises(pooling.DocumentError, match=r"navigate to http://127\.0\.0\.1:9/away"):
+            await asyncio.wait_for(
+                pool.render(
+                    "<script>location.href = 'http://127.0.0.1:9/away'</script>",
+                    OPTIONS,
+                    javascript=True,
+                ),
+                timeout=5,
+            )
+        assert "works" in pdf_text(await pool.render("<p>works</p>", OPTIONS, javascript=True))
+        assert len(factory.workers) == 1 and factory.workers[0].alive
+
+
+@chromium
+async def test_an_endless_script_hits_the_render_timeout_and_the_pool_recovers(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher)
+    async with make_pool(factory, render_timeout=2.0) as pool:
+        with pytest.raises(pooling.RenderTimeout):
+            await pool.render("<script>while (true) {}</script>", OPTIONS, javascript=True)
+        assert "after" in pdf_text(await pool.render("<p>after</p>", OPTIONS))
+        hung = factory.workers[0]
+        assert hung.pid is not None and len(factory.workers) == 2
+        await wait_until(lambda: process_gone(hung.pid or 0))
+
+
+@chromium
+async def test_a_killed_browser_is_noticed_replaced_and_reaped(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher)
+    async with make_pool(factory) as pool:
+        victim = factory.workers[0]
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        await wait_until(lambda: not victim.alive)
+        assert "still serving" in pdf_text(await pool.render("<p>still serving</p>", OPTIONS))
+        assert len(factory.workers) == 2
+        await wait_until(lambda: process_gone(victim.pid or 0))
+
+
+@chromium
+async def test_a_browser_killed_mid_render_fails_that_render_only(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher)
+    async with make_pool(factory) as pool:
+        busy = "<script>const end = Date.now() + 3000; while (Date.now() < end) {}</script>"
+        render = asyncio.create_task(pool.render(busy, OPTIONS, javascript=True))
+        await wait_until(lambda: pool.busy == 1)
+        await asyncio.sleep(0.3)
+        os.kill(factory.workers[0].pid or 0, signal.SIGKILL)
+        with pytest.raises(pooling.WorkerCrashed):
+            await render
+        assert "next" in pdf_text(await pool.render("<p>next</p>", OPTIONS))
+
+
+@chromium
+async def test_memory_is_measured_and_recycling_closes_the_browser(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher)
+    async with make_pool(factory, recycle_after_jobs=2) as pool:
+        (rss,) = await pool.memory()
+        assert rss > 20 * 2**20
+        for _ in range(3):
+            await pool.render("<p>recycled</p>", OPTIONS)
+        first = factory.workers[0]
+        assert len(factory.workers) == 2 and first.jobs_done == 2
+        await wait_until(lambda: process_gone(first.pid or 0))
+
+
+# -- the network guard -------------------------------------------------------------------------
+
+
+def hostile_documents(canary: int, lab: str, secret_file: str) -> list[tuple[str, str, bool]]:
+    """(id, html, javascript): every way we know for a document to reach the canary."""
+    c = f"http://127.0.0.1:{canary}"
+    hold = f'<img src="{lab}/slow?s=0.8">'  # keeps the page open while scripts run
+    return [
+        ("img", f'<img src="{c}/img">', False),
+        ("iframe", f'<iframe src="{c}/iframe"></iframe>', False),
+        ("stylesheet", f'<link rel="stylesheet" href="{c}/style.css">', False),
+        ("css-import", f'<style>@import url("{c}/import.css");</style>', False),
+        ("css-url", f'<div style="background:url({c}/bg.png);height:9px"></div>', False),
+        (
+            "font",
+            f"<style>@font-face{{font-family:x;src:url({c}/f.woff)}}p{{font-family:x}}</style>"
+            "<p>x</p>",
+            False,
+        ),
+        ("meta-refresh", f'<meta http-equiv="refresh" content="0;url={c}/refresh">{hold}', False),
+        (
+            "hints",
+            f'<link rel="preconnect" href="{c}"><link rel="dns-prefetch" href="{c}">'
+            f'<link rel="prefetch" href="{c}/prefetch"><link rel="preload" as="image" '
+            f'href="{c}/preload">{hold}',
+            False,
+        ),
+        ("object", f'<object data="{c}/object"></object><embed src="{c}/embed">', False),
+        ("svg-image", f'<svg><image href="{c}/svg.png" width="9" height="9"/></svg>', False),
+        ("media", f'<video poster="{c}/poster.png" src="{c}/v.mp4"></video>', False),
+        ("decimal-ip", f'<img src="http://2130706433:{canary}/decimal">', False),
+        ("localhost-allowlisted", f'<img src="http://localhost:{canary}/localhost">', False),
+        ("redirect-to-canary", f'<iframe src="{lab}/to-canary"></iframe>', False),
+        ("redirect-to-localhost", f'<iframe src="{lab}/to-localhost"></iframe>', False),
+        ("dns-rebinding", f'<img src="http://rebind.test:{canary}/rebind">', False),
+        (
+            "file",
+            f'<iframe src="file://{secret_file}"></iframe><img src="file://{secret_file}">'
+            f'<link rel="stylesheet" href="file://{secret_file}">',
+            False,
+        ),
+        (
+            "file-js",
+            f"<p id=o></p><script>fetch('file://{secret_file}').then(r => r.text())"
+            ".then(t => document.getElementById('o').textContent = t).catch(() => 0)</script>"
+            + hold,
+            True,
+        ),
+        (
+            "fetch-xhr",
+            f"<script>fetch('{c}/fetch').catch(() => 0);"
+            f"const x = new XMLHttpRequest(); x.open('GET', '{c}/xhr'); x.send();"
+            f"try {{ const s = new XMLHttpRequest(); s.open('GET', '{c}/sync', false); s.send(); }}"
+            f"catch (e) {{}}</script>{hold}",
+            True,
+        ),
+        (
+            "beacon-websocket-eventsource",
+            f"<script>navigator.sendBeacon('{c}/beacon', 'x');"
+            f"try {{ new WebSocket('ws://127.0.0.1:{canary}/ws'); }} catch (e) {{}}"
+            f"new EventSource('{c}/events'); new Image().src = '{c}/image';</script>{hold}",
+            True,
+        ),
+        (
+            "worker",
+            "<script>const w = new Worker(URL.createObjectURL(new Blob(["
+            f"\"fetch('{c}/worker').catch(() => 0); importScripts('{c}/import.js');\"]"
+            f", {{type: 'text/javascript'}})));</script>{hold}",
+            True,
+        ),
+        (
+            "navigation",
+            f"<form id=f method=post action='{c}/form'></form><script>"
+            f"document.getElementById('f').submit(); window.open('{c}/popup');"
+            f"setTimeout(() => location.href = '{c}/location', 100);</script>{hold}",
+            True,
+        ),
+        (
+            "webrtc",
+            "<script>const pc = new RTCPeerConnection({iceServers: ["
+            f"{{urls: 'stun:127.0.0.1:{canary}'}},"
+            f"{{urls: 'turn:127.0.0.1:{canary}?transport=tcp', username: 'u', credential: 'c'}},"
+            f"{{urls: 'turn:127.0.0.1:{canary}?transport=udp', username: 'u', credential: 'c'}}]}});"
+            "pc.createDataChannel('d'); pc.createOffer().then(o => pc.setLocalDescription(o));"
+            f"</script>{hold}",
+            True,
+        ),
+        (
+            "service-worker",
+            f"<script>navigator.serviceWorker && navigator.serviceWorker.register('{c}/sw.js')"
+            f".catch(() => 0);</script>{hold}",
+            True,
+        ),
+    ]
+
+
+HOSTILE_IDS = [case[0] for case in hostile_documents(1, "http://lab", "/secret")]
+
+
+@chromium
+@pytest.mark.parametrize("case", HOSTILE_IDS)
+async def test_a_hostile_document_reaches_nothing(
+    case: str, lab_pool: pooling.BrowserPool, canary: Canary, lab: Lab, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.html"
+    secret.write_text("<p>FILE-SECRET-7f3a</p>", encoding="utf-8")
+    documents = {
+        name: (html, js)
+        for name, html, js in hostile_documents(canary.port, lab.url(""), str(secret))
+    }
+    html, javascript = documents[case]
+    try:
+        pdf = await lab_pool.render(f"<p>hostile</p>{html}", OPTIONS, javascript=javascript)
+    except pooling.DocumentError:
+        assert case == "navigation"  # a script that leaves while loading fails, cleanly
+    else:
+        assert "hostile" in pdf_text(pdf)  # the document itself, not an error page
+        assert "FILE-SECRET" not in pdf_text(pdf) and "CANARY" not in pdf_text(pdf)
+    await asyncio.sleep(0.3)  # let anything asynchronous land
+    assert canary.hits == []
+
+
+@chromium
+async def test_blocked_requests_are_counted_and_logged(
+    launcher: browser.ChromiumLauncher, canary: Canary, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked: list[str] = []
+
+    class Events:
+        def request_blocked(self, reason: str) -> None:
+            blocked.append(reason)
+
+    guard = network.NetworkGuard(allowed_hosts=["localhost"], events=Events())
+    async with browser.ChromiumLauncher(
+        guard=guard, executable_path=launcher.executable_path
+    ) as own:
+        async with make_pool(own.new_worker) as pool:
+            with caplog.at_level(logging.WARNING, logger="reportfarm_renderer.network"):
+                await pool.render(
+                    f'<img src="http://127.0.0.1:{canary.port}/a">'
+                    f'<img src="http://localhost:{canary.port}/b">'
+                    '<img src="ftp://example.org/c">',
+                    OPTIONS,
+                )
+    assert sorted(blocked) == ["address", "host", "scheme"]
+    assert f"127.0.0.1:{canary.port}/a" in caplog.text and "resolves to" in caplog.text
+    assert canary.hits == []
+
+
+@chromium
+async def test_an_allowed_host_is_fetched_and_its_redirects_followed(
+    lab_pool: pooling.BrowserPool, lab: Lab
+) -> None:
+    pdf = await lab_pool.render(
+        f'<iframe src="{lab.url("/page")}"></iframe><iframe src="{lab.url("/hop")}"></iframe>',
+        OPTIONS,
+    )
+    assert pdf_text(pdf).count("ALLOWED-PAGE") == 2
+
+
+@chromium
+async def test_control_an_unguarded_browser_does_reach_the_canary(
+    launcher: browser.ChromiumLauncher, canary: Canary
+) -> None:
+    """Why the guard is built as it is: what plain Chromium plus plain interception lets out."""
+    plain = await launcher.playwright.chromium.launch(
+        executable_path=launcher.executable_path, args=list(browser.BASE_ARGS)
+    )
+    try:
+        context = await plain.new_context()
+        seen: list[str] = []
+
+        async def handler(route: object, request: object) -> None:
+            url = request.url  # type: ignore[attr-defined]
+            seen.append(url)
+            if url.endswith("/redirect"):  # fulfil a redirect: does the next hop come back here?
+                await route.fulfill(  # type: ignore[attr-defined]
+                    status=302, headers={"location": f"http://127.0.0.1:{canary.port}/hop"}
+                )
+            else:
+                await route.abort()  # type: ignore[attr-defined]
+
+        await context.route("**/*", handler)
+        page = await context.new_page()
+        await page.set_content(
+            '<img src="http://lab.test/redirect"><script>'
+            f"navigator.sendBeacon('http://127.0.0.1:{canary.port}/beacon', 'x');"
+            "const pc = new RTCPeerConnection({iceServers: "
+            f"[{{urls: 'stun:127.0.0.1:{canary.port}'}}]}});"
+            "pc.createDataChannel('d'); pc.createOffer().then(o => pc.setLocalDescription(o));"
+            "</script>"
+        )
+        await wait_until(lambda: len({kind for kind, _ in canary.hits}) == 2, timeout=5)
+    finally:
+        await plain.close()
+    heads = b" ".join(head for _, head in canary.hits)
+    assert b"/hop" in heads and b"/beacon" in heads  # redirect target and beacon got out
+    assert seen == ["http://lab.test/redirect"]  # the handler never saw them
+
+
+# -- the policy, without a browser -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        pytest.param("93.184.216.34", True, id="public-v4"),
+        pytest.param("2606:4700::1111", True, id="public-v6"),
+        pytest.param("127.0.0.1", False, id="loopback"),
+        pytest.param("::1", False, id="loopback-v6"),
+        pytest.param("169.254.169.254", False, id="cloud-metadata"),
+        pytest.param("fe80::1", False, id="link-local-v6"),
+        pytest.param("10.1.2.3", False, id="private-10"),
+        pytest.param("172.16.0.1", False, id="private-172"),
+        pytest.param("192.168.1.1", False, id="private-192"),
+        pytest.param("fd00::1", False, id="unique-local-v6"),
+        pytest.param("100.64.0.1", False, id="shared-cgnat"),
+        pytest.param("0.0.0.0", False, id="unspecified"),
+        pytest.param("::", False, id="unspecified-v6"),
+        pytest.param("224.0.0.1", False, id="multicast"),
+        pytest.param("ff02::1", False, id="multicast-v6"),
+        pytest.param("240.0.0.1", False, id="reserved"),
+        pytest.param("::ffff:127.0.0.1", False, id="mapped-loopback"),
+        pytest.param("::ffff:169.254.169.254", False, id="mapped-metadata"),
+        pytest.param("::ffff:93.184.216.34", True, id="mapped-public"),
+        pytest.param("2002:7f00:1::", False, id="6to4-loopback"),
+        pytest.param("64:ff9b::a9fe:a9fe", False, id="nat64-metadata"),
+        pytest.param("fec0::1", False, id="site-local-v6"),
+    ],
+)
+async def test_which_addresses_are_public(address: str, public: bool) -> None:
+    assert network.is_public_address(ipaddress.ip_address(address)) is public
+
+
+def fake_dns(table: dict[str, list[str]]) -> network.Resolver:
+    async def resolve(host: str, port: int) -> list[network.IPAddress]:
+        if host not in table:
+            raise OSError("name not known")
+        return [ipaddress.ip_address(address) for address in table[host]]
+
+    return resolve
+
+
+@pytest.mark.parametrize(
+    ("url", "method", "reason"),
+    [
+        pytest.param("https://cdn.example/a.png", "GET", None, id="allowed"),
+        pytest.param("https://img.assets.example/a.png", "GET", None, id="wildcard"),
+        pytest.param("https://assets.example/a.png", "GET", "host", id="wildcard-not-apex"),
+        pytest.param("https://other.example/a.png", "GET", "host", id="not-allowlisted"),
+        pytest.param("https://mixed.example/a.png", "GET", "address", id="one-private-answer"),
+        pytest.param("https://gone.example/a.png", "GET", "dns", id="unresolvable"),
+        pytest.param("https://cdn.example/a", "POST", "method", id="post"),
+        pytest.param("ftp://cdn.example/a", "GET", "scheme", id="ftp"),
+        pytest.param("file:///etc/passwd", "GET", "scheme", id="file"),
+        pytest.param("http://169.254.169.254/latest", "GET", "host", id="metadata-literal"),
+    ],
+)
+async def test_the_guard_policy(url: str, method: str, reason: str | None) -> None:
+    guard = network.NetworkGuard(
+        allowed_hosts=["cdn.example", "*.assets.example", "mixed.example", "gone.example"],
+        resolver=fake_dns(
+            {
+                "cdn.example": ["93.184.216.34"],
+                "img.assets.example": ["93.184.216.35"],
+                "mixed.example": ["93.184.216.36", "10.0.0.5"],
+            }
+        ),
+    )
+    if reason is None:
+        assert await guard.check(url, method)
+    else:
+        with pytest.raises(network.Blocked) as caught:
+            await guard.check(url, method)
+        assert caught.value.reason == reason
