@@ -1,0 +1,212 @@
+"""The gateway's aiohttp application: resources, middleware, health and metrics.
+
+- ``GET /healthz``: 200 while the process answers. ``GET /readyz``: 200 when storage answered
+  the last depth read and the dispatcher (if on) receives events; else 503 with the reasons.
+- ``GET /metrics``: Prometheus text of the gateway's own registry. ``GET /openapi.json``.
+- Every ``/v1`` route needs ``Authorization: Bearer <token>`` (REPORTFARM_TOKENS names the
+  tenant), then passes the tenant's quotas: token bucket and in-flight cap (429 + Retry-After).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from reportfarm.client import ReportFarmClient
+from reportfarm.gateway import batching, openapi, reports
+from reportfarm.gateway.backpressure import QueueDepths
+from reportfarm.gateway.context import (
+    CLIENT,
+    DEPTHS,
+    DISPATCHER,
+    METRICS,
+    QUOTAS,
+    SETTINGS,
+    TENANT,
+    problem,
+)
+from reportfarm.gateway.metrics import GatewayMetrics
+from reportfarm.gateway.quotas import TenantQuotas
+from reportfarm.gateway.settings import GatewaySettings
+from reportfarm.webhooks.dispatching import Dispatcher
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def create_app(settings: GatewaySettings) -> web.Application:
+    if settings.storage.connection_string is None:
+        raise ValueError("the gateway needs AZURE_STORAGE_CONNECTION_STRING")
+    app = web.Application(
+        client_max_size=settings.max_body_bytes, middlewares=[_observe, _authorize]
+    )
+    app[SETTINGS] = settings
+    app[METRICS] = GatewayMetrics()
+    app[QUOTAS] = TenantQuotas(
+        rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
+    )
+    app.cleanup_ctx.append(_storage)
+    if settings.dispatcher:
+        app.cleanup_ctx.append(_dispatcher)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/openapi.json", openapi_document)
+    reports.add_routes(app.router)
+    batching.add_routes(app.router)
+    return app
+
+
+async def _storage(app: web.Application) -> AsyncIterator[None]:
+    storage = app[SETTINGS].storage
+    assert storage.connection_string is not None
+    client = ReportFarmClient(
+        storage.connection_string, queue=storage.queue, container=storage.container
+    )
+    try:
+        await client.ensure()
+    except Exception as error:  # unreachable storage at start: /readyz says so until it is back
+        logger.warning("could not create queues and container: %s", error)
+    app[CLIENT] = client
+    app[DEPTHS] = QueueDepths(client, ttl_s=app[SETTINGS].depth_cache_s)
+    yield
+    await client.close()
+
+
+async def _dispatcher(app: web.Application) -> AsyncIterator[None]:
+    dispatcher = Dispatcher(
+        client=app[CLIENT], settings=app[SETTINGS].webhooks, registry=app[METRICS].registry
+    )
+    app[DISPATCHER] = dispatcher
+    task = asyncio.create_task(dispatcher.run(), name="webhook-dispatcher")
+    yield
+    dispatcher.stop()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def tenant_of(tokens: Mapping[str, str], header: str) -> str | None:
+    """The tenant whose token this Authorization header carries (constant-time comparisons)."""
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return None
+    found = None
+    for tenant, token in tokens.items():
+        if hmac.compare_digest(given.strip().encode(), token.encode()):
+            found = tenant
+    return found
+
+
+@web.middleware
+async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    metrics = request.app[METRICS]
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    started = time.monotonic()
+    metrics.in_flight.inc()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as error:
+        status = error.status
+        raise
+    finally:
+        metrics.in_flight.dec()
+        metrics.requests.labels(route=route, method=request.method, status=str(status)).inc()
+        metrics.seconds.labels(route=route).observe(time.monotonic() - started)
+
+
+@web.middleware
+async def _authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not request.path.startswith("/v1/"):
+        return await handler(request)
+    app = request.app
+    tenant = tenant_of(app[SETTINGS].tokens, request.headers.get("Authorization", ""))
+    if tenant is None:
+        app[METRICS].rejected.labels(reason="unauthorized").inc()
+        response = problem(401, "a bearer token of a tenant is required")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="reportfarm"'
+        return response
+    quotas = app[QUOTAS]
+    refusal = quotas.admit(tenant, time.monotonic())
+    if refusal is not None:
+        app[METRICS].rejected.labels(reason=refusal.reason).inc()
+        detail = "rate limit" if refusal.reason == "rate" else "too many requests in flight"
+        return problem(429, f"{detail} of tenant {tenant}", retry_after=refusal.retry_after_s)
+    request[TENANT] = tenant
+    try:
+        return await handler(request)
+    finally:
+        quotas.release(tenant)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    app = request.app
+    problems = []
+    depths = app[DEPTHS]
+    await depths.depth("interactive")
+    if depths.last_error:
+        problems.append(f"queue not reachable: {depths.last_error}")
+    dispatcher = app.get(DISPATCHER)
+    if dispatcher is not None and not dispatcher.ready:
+        problems.append("webhook dispatcher has not reached the events queue")
+    if problems:
+        return web.json_response({"status": "not ready", "problems": problems}, status=503)
+    return web.json_response({"status": "ready"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    app = request.app
+    for lane, depth in app[DEPTHS].known().items():
+        app[METRICS].queue_depth.labels(lane=lane).set(depth)
+    response = web.Response(body=generate_latest(app[METRICS].registry))
+    response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+    return response
+
+
+async def openapi_document(request: web.Request) -> web.Response:
+    return web.json_response(openapi.document())
+
+
+async def serve(settings: GatewaySettings) -> None:
+    """Run until SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    runner = web.AppRunner(create_app(settings), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host="0.0.0.0", port=settings.port).start()
+        logger.info("gateway listening on :%d, queue %s", settings.port, settings.storage.queue)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(*, port: int | None) -> int:
+    overrides: dict[str, object] = {"port": port} if port is not None else {}
+    settings = GatewaySettings.from_env(None, **overrides)
+    if not settings.tokens:
+        logger.error("REPORTFARM_TOKENS is empty: no tenant could call the gateway")
+        return 2
+    if settings.storage.connection_string is None:
+        logger.error("AZURE_STORAGE_CONNECTION_STRING is not set")
+        return 2
+    asyncio.run(serve(settings))
+    return 0

@@ -1,0 +1,243 @@
+"""Single reports on the interactive lane: the synchronous path and its status.
+
+``POST /v1/reports`` ``{"template", "data", "wait_s"?, "pdf"?, "callback_url"?}`` sends one job
+on the interactive lane and waits up to ``wait_s`` for its result record: 200 with the PDF when it
+is ready in time, 422 when the job failed in time, else 202 with ``Location: /v1/reports/{id}``.
+An ``Idempotency-Key`` header makes the job id (per tenant): the same key again sends nothing new.
+
+``GET /v1/reports/{id}`` is the job's state as JSON; ``/pdf`` (or ``?format=pdf``) is its PDF.
+Batch items are reports too, under their job ids (``<batch id>-<index:06d>``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from aiohttp import web
+
+from reportfarm import batches, contract, netpolicy
+from reportfarm.client import ReportFarmClient, Submission
+from reportfarm.gateway.context import CLIENT, METRICS, SETTINGS, TENANT, backpressure, problem
+
+_REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url"})
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class BadRequest(ValueError):
+    """The request cannot become a job; the message says why (400)."""
+
+
+def add_routes(router: web.UrlDispatcher) -> None:
+    router.add_post("/v1/reports", post_report)
+    router.add_get("/v1/reports/{job_id}", get_report)
+    router.add_get("/v1/reports/{job_id}/pdf", get_report_pdf)
+
+
+async def read_json(request: web.Request) -> Any:
+    try:
+        return json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BadRequest(f"the body is not JSON: {error}") from None
+
+
+async def check_callback(request: web.Request, url: object, tenant: str) -> str | None:
+    """A callback URL the webhook dispatcher can sign for and the network policy allows."""
+    if url is None:
+        return None
+    webhooks = request.app[SETTINGS].webhooks
+    if not isinstance(url, str) or len(url) > 2048:
+        raise BadRequest("callback_url must be an http(s) URL of at most 2048 characters")
+    if webhooks.secret_for(tenant) is None:
+        raise BadRequest(f"no webhook secret is configured for tenant {tenant}")
+    try:
+        await webhooks.policy.check_url(url)
+    except netpolicy.Refused as refused:
+        raise BadRequest(f"callback_url refused by the network policy: {refused}") from None
+    return url
+
+
+def pdf_options(value: object) -> contract.PdfOptions | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest("pdf must be an object of PDF options")
+    try:
+        options = contract.PdfOptions(**value)
+        options.validate()
+    except (TypeError, contract.ContractError) as error:
+        raise BadRequest(f"bad pdf options: {error}") from None
+    return options
+
+
+def _job_id(tenant: str, key: str | None) -> str | None:
+    if key is None:
+        return None
+    digest = hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()
+    return f"k{digest[:39]}"
+
+
+async def post_report(request: web.Request) -> web.Response:
+    tenant = request[TENANT]
+    settings = request.app[SETTINGS]
+    client = request.app[CLIENT]
+    try:
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise BadRequest("the body is a JSON object")
+        unknown = sorted(set(body) - _REPORT_FIELDS)
+        if unknown:
+            raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
+        wait_s = body.get("wait_s", settings.default_wait_s)
+        if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s < 0:
+            raise BadRequest("wait_s must be a number of seconds, 0 or more")
+        if not isinstance(body.get("data"), dict):
+            raise BadRequest("data must be a JSON object")
+        if not isinstance(body.get("template"), str):
+            raise BadRequest("template must be a template name")
+        submission = Submission(
+            template=body["template"],
+            data=body["data"],
+            job_id=_job_id(tenant, request.headers.get("Idempotency-Key")),
+            pdf=pdf_options(body.get("pdf")),
+            tenant=tenant,
+            lane="interactive",
+            callback_url=await check_callback(request, body.get("callback_url"), tenant),
+        )
+        job = client.build_job(submission)
+    except BadRequest as error:
+        return problem(400, str(error))
+    except contract.ContractError as error:
+        return problem(400, f"invalid job: {error}")
+    refused = await backpressure(request, "interactive")
+    if refused is not None:
+        return refused
+    known = submission.job_id is not None and await client.blobs.exists(
+        contract.job_note_blob(job.job_id)
+    )
+    if not known:  # a repeated Idempotency-Key sends nothing new
+        await _note(client, job)
+        await client.send_job(job)
+        request.app[METRICS].jobs.labels(lane="interactive").inc()
+    wait = min(float(wait_s), settings.max_wait_s)
+    results = await client.wait([job.job_id], timeout_s=wait, poll_s=settings.poll_s)
+    record = results[job.job_id]
+    if record is not None and record.state == "succeeded":
+        request.app[METRICS].sync.labels(outcome="pdf").inc()
+        return await _pdf(request, record)
+    if record is not None:
+        request.app[METRICS].sync.labels(outcome="failed").inc()
+        return web.json_response(status_body(job.job_id, record), status=422)
+    request.app[METRICS].sync.labels(outcome="accepted").inc()
+    location = f"/v1/reports/{job.job_id}"
+    return web.json_response(
+        status_body(job.job_id, None),
+        status=202,
+        headers={"Location": location, "Retry-After": "1"},
+    )
+
+
+async def _note(client: ReportFarmClient, job: contract.Job) -> None:
+    """The gateway's note of an accepted job: who owns it (for GET) and its callback."""
+    note = {
+        "job_id": job.job_id,
+        "tenant": job.tenant,
+        "template": job.template,
+        "lane": job.lane,
+        "callback_url": job.callback_url,
+        "submitted_at": job.submitted_at,
+    }
+    await client.blobs.put(
+        contract.job_note_blob(job.job_id),
+        json.dumps(note).encode("utf-8"),
+        content_type="application/json",
+    )
+
+
+async def _pdf(request: web.Request, record: contract.ResultRecord) -> web.Response:
+    data = await request.app[CLIENT].download(record)
+    return web.Response(
+        body=data,
+        content_type="application/pdf",
+        headers={
+            "X-Reportfarm-Job-Id": record.job_id,
+            "Content-Location": f"/v1/reports/{record.job_id}/pdf",
+        },
+    )
+
+
+def status_body(job_id: str, record: contract.ResultRecord | None) -> dict[str, Any]:
+    links = {"status": f"/v1/reports/{job_id}", "pdf": f"/v1/reports/{job_id}/pdf"}
+    if record is None:
+        return {"job_id": job_id, "state": "pending", "links": links}
+    return {
+        "job_id": job_id,
+        "state": record.state,
+        "error": record.error,
+        "attempts": record.attempts,
+        "batch_id": record.batch_id,
+        "item_index": record.item_index,
+        "submitted_at": record.submitted_at,
+        "finished_at": record.finished_at,
+        "seconds": (
+            round(record.finished_at - record.submitted_at, 3)
+            if record.finished_at is not None and record.submitted_at is not None
+            else None
+        ),
+        "stages_ms": record.stages_ms,
+        "links": links,
+    }
+
+
+async def find_report(
+    request: web.Request, job_id: str
+) -> tuple[bool, contract.ResultRecord | None]:
+    """(whether the tenant may see this job, its current record). Unknown and other tenants'
+    jobs look the same: not found."""
+    if not _ID_RE.match(job_id):
+        return False, None
+    tenant = request[TENANT]
+    client = request.app[CLIENT]
+    record = await client.result(job_id)
+    item = contract.split_batch_item_job_id(job_id)
+    if item is not None:
+        manifest = await client.batch_manifest(item[0])
+        if manifest is not None and item[1] < manifest.count:
+            if manifest.tenant != tenant:
+                return False, None
+            if record is not None:
+                latest = batches.latest_retry(await client.batch_retries(item[0]))
+                if batches.is_stale(record, latest.get(item[1])):
+                    record = None
+            return True, record
+    if record is not None:
+        return record.tenant == tenant, record
+    try:
+        note = json.loads(await client.blobs.get(contract.job_note_blob(job_id)))
+    except KeyError:
+        return False, None
+    return note.get("tenant") == tenant, None
+
+
+async def get_report(request: web.Request) -> web.Response:
+    job_id = request.match_info["job_id"]
+    if request.query.get("format") == "pdf":
+        return await get_report_pdf(request)
+    visible, record = await find_report(request, job_id)
+    if not visible:
+        return problem(404, f"no report {job_id}")
+    return web.json_response(status_body(job_id, record))
+
+
+async def get_report_pdf(request: web.Request) -> web.Response:
+    job_id = request.match_info["job_id"]
+    visible, record = await find_report(request, job_id)
+    if not visible:
+        return problem(404, f"no report {job_id}")
+    if record is None:
+        return problem(409, "the report is not ready yet", retry_after=1, state="pending")
+    if record.state != "succeeded":
+        return problem(409, f"the report failed: {record.error}", state=record.state)
+    return await _pdf(request, record)

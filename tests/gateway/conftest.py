@@ -1,0 +1,87 @@
+"""Fixtures for the gateway: the real aiohttp app on a loopback port, real Azurite, and (for the
+tests that render) a real renderer with Chromium, all in this process."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+from reportfarm_renderer import service
+
+from reportfarm import netpolicy
+from reportfarm.gateway import app as gateway_app
+from reportfarm.gateway.settings import GatewaySettings
+from reportfarm.settings import StorageSettings
+from reportfarm.webhooks.settings import WebhookSettings
+
+from ..renderer.conftest import client, renderer_settings, storage, template_dir  # noqa: F401
+
+TOKENS = {"acme": "acme-token", "globex": "globex-token"}
+SECRET = "whsec-test"
+
+
+def auth(tenant: str = "acme") -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[tenant]}"}
+
+
+def gateway_settings(store: StorageSettings, **overrides: object) -> GatewaySettings:
+    values: dict[str, object] = {
+        "storage": store,
+        "tokens": TOKENS,
+        "port": 0,
+        "rate_per_s": 1000.0,
+        "burst": 1000,
+        "in_flight": 64,
+        "poll_s": 0.05,
+        "webhooks": WebhookSettings(
+            default_secret=SECRET,
+            policy=netpolicy.NetworkPolicy(allow_private=True),
+            backoff_s=1.0,
+            poll_max_s=0.2,
+        ),
+    }
+    values.update(overrides)
+    return GatewaySettings(**values)  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass
+class Gateway:
+    url: str
+    app: web.Application
+    http: aiohttp.ClientSession
+
+    def at(self, path: str) -> str:
+        return f"{self.url}{path}"
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
+    application = gateway_app.create_app(settings)
+    runner = web.AppRunner(application, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host="127.0.0.1", port=0)
+    await site.start()
+    port = next(address[1] for address in runner.addresses if isinstance(address, tuple))
+    try:
+        async with aiohttp.ClientSession() as http:
+            yield Gateway(f"http://127.0.0.1:{port}", application, http)
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def farm(
+    store: StorageSettings,
+    templates: Path,
+    *,
+    renderer: dict[str, object] | None = None,
+    **gateway: object,
+) -> AsyncIterator[Gateway]:
+    """A renderer (pool of 2) and a gateway on the same storage."""
+    async with service.running(renderer_settings(store, templates, **(renderer or {}))):
+        async with running_gateway(gateway_settings(store, **gateway)) as front:
+            yield front
