@@ -67,6 +67,8 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: 
     logger.info("children applied: %s", ", ".join(applied))
 
 
+# No ``idle=``: every tick writes the status (the policy's memory), which would reset kopf's idle
+# clock and starve the timer. A failed tick is retried after one interval, not kopf's default 60 s.
 @kopf.timer(GROUP, VERSION, PLURAL, interval=TICK_INTERVAL_S, backoff=TICK_INTERVAL_S)
 async def scale(
     body: kopf.Body,

@@ -62,12 +62,17 @@ def without_replicas(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return patch
 
 
+def controlled_by_another(live: Mapping[str, Any], *, owner_uid: str) -> list[Mapping[str, Any]]:
+    """The controller references of ``live`` that are not ``owner_uid`` (an orphan has none)."""
+    refs = live.get("metadata", {}).get("ownerReferences") or []
+    return [ref for ref in refs if ref.get("controller") and ref.get("uid") != owner_uid]
+
+
 def _check_ownership(
     live: Mapping[str, Any], manifest: Mapping[str, Any], *, owner_uid: str
 ) -> None:
     """Never take over an object another controller owns; adopt an orphan."""
-    refs = live.get("metadata", {}).get("ownerReferences") or []
-    others = [ref for ref in refs if ref.get("controller") and ref.get("uid") != owner_uid]
+    others = controlled_by_another(live, owner_uid=owner_uid)
     if others:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         raise kopf.PermanentError(

@@ -166,12 +166,13 @@ def events(seen: Seen, *, previous: Mapping[str, Any]) -> list[Event]:
     decision = seen.decision
     if decision.reason in CHANGES:
         found.append(Event("Normal", decision.reason.value, decision.message))
-    was = {str(c.get("type")): c.get("status") for c in previous.get("conditions") or []}
+    was = {str(c.get("type")): c for c in previous.get("conditions") or []}
+    queue_was = was.get("QueueReachable", {}).get("status")
     reachable = seen.queue_error is None
-    if not reachable and was.get("QueueReachable") != "False":
+    if not reachable and queue_was != "False":
         found.append(Event("Warning", "QueueUnreadable", f"keeping the size: {seen.queue_error}"))
-    elif reachable and was.get("QueueReachable") == "False":
+    elif reachable and queue_was == "False":
         found.append(Event("Normal", "QueueReachable", f"queue depth {seen.queue_depth}"))
-    if seen.resize_errors and was.get("Degraded") != "True":
+    if seen.resize_errors and was.get("Degraded", {}).get("reason") != "PoolResizeFailed":
         found.append(Event("Warning", "PoolResizeFailed", "; ".join(seen.resize_errors)[:1000]))
     return found

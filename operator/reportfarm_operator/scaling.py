@@ -108,6 +108,8 @@ async def scale(
         logger.info("%s/%s: Deployment missing, reconciling", namespace, name)
         await reconciling.reconcile(body, kube=kube)
         return None
+    if reconciling.controlled_by_another(deployment, owner_uid=body.metadata.uid or ""):
+        raise kopf.PermanentError(f"Deployment {deployment_path} belongs to another controller")
     items = await kube.list(
         k8s.collection_path("v1", "Pod", namespace), label_selector=specs.selector_labels(name)
     )

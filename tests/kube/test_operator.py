@@ -9,6 +9,7 @@ Deadlines bound every wait; no timing is asserted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
@@ -229,21 +230,24 @@ async def _clear(connection_string: str, queue: str) -> None:
         await client.clear_messages()
 
 
+@contextlib.contextmanager
+def running_operator(namespace: str) -> Iterator[KopfRunner]:
+    """The operator, in-process, watching one namespace; it must stop cleanly."""
+    args = ["run", "--standalone", "--verbose", "--namespace", namespace]
+    with KopfRunner([*args, "-m", "reportfarm_operator.handlers"], timeout=60) as runner:
+        yield runner
+    assert runner.exception is None, runner.output
+    assert runner.exit_code == 0, runner.output
+
+
 @pytest.fixture
-def operator(
-    kubeconfig_path: Path, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[KopfRunner]:
+def operator_env(kubeconfig_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # kopf's login and the operator's client read the kubernetes library's default kubeconfig
     # location, fixed when the library was imported: point it at the test cluster.
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig_path))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig_path))
     monkeypatch.setenv("REPORTFARM_OPERATOR_METRICS_PORT", "0")
     monkeypatch.setenv("REPORTFARM_OPERATOR_POD_TIMEOUT", "1")
-    args = ["run", "--standalone", "--verbose", "--namespace", namespace]
-    with KopfRunner([*args, "-m", "reportfarm_operator.handlers"], timeout=60) as runner:
-        yield runner
-    assert runner.exception is None, runner.output
-    assert runner.exit_code == 0, runner.output
 
 
 @pytest.mark.timeout(900)
@@ -252,7 +256,9 @@ def test_a_report_pool_scales_with_its_queue_and_owns_its_children(
     custom: Any,
     namespace: str,
     azurite_server: azurite.Azurite,
-    operator: KopfRunner,
+    kube_bin: Path,
+    kubeconfig_path: Path,
+    operator_env: None,
 ) -> None:
     connection = azurite_server.connection_string
     queue = f"q{uuid.uuid4().hex[:10]}"
@@ -264,7 +270,24 @@ def test_a_report_pool_scales_with_its_queue_and_owns_its_children(
     )
     pool = create_when_served(custom, namespace, report_pool("reports", queue))
     cluster = Cluster(kube_api, namespace, "reports")
+    with running_operator(namespace):
+        burst_scales_the_pool_up(cluster, pool, connection, queue)
+    # A new operator process carries on from the status: the pool is not shrunk on restart.
+    with running_operator(namespace):
+        the_pool_carries_on_and_rolls_out_spec_changes(cluster, custom, kube_bin, kubeconfig_path)
+        an_empty_queue_scales_the_pool_to_zero(cluster, connection, queue)
+        # Deleting the ReportPool deletes its children (the garbage collector, no finalizer).
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "reports")
+        eventually(
+            "the garbage collector to delete the children",
+            lambda: not any(cluster.children().values()),
+            timeout=180,
+        )
 
+
+def burst_scales_the_pool_up(
+    cluster: Cluster, pool: dict[str, Any], connection: str, queue: str
+) -> None:
     # The children appear, owned by the ReportPool.
     def all_children() -> dict[str, Any] | None:
         found = cluster.children()
@@ -322,6 +345,46 @@ def test_a_report_pool_scales_with_its_queue_and_owns_its_children(
     )
     assert cluster.status()["browsersPerPod"] == 4
 
+
+def the_pool_carries_on_and_rolls_out_spec_changes(
+    cluster: Cluster, custom: Any, kube_bin: Path, kubeconfig_path: Path
+) -> None:
+    before = cluster.status()["lastDecision"]["time"]
+    eventually(
+        "a decision by the new operator",
+        lambda: cluster.status()["lastDecision"]["time"] != before,
+    )
+    assert cluster.status()["replicas"] == 4
+    assert cluster.deployment().spec.replicas == 4
+
+    # A spec change rolls out to the Deployment; the scaling loop's replicas stay.
+    patch = {"spec": {"image": "reportfarm/renderer:test-2"}}
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, cluster.namespace, PLURAL, cluster.pool, patch
+    )
+
+    def rolled_out() -> bool:
+        current = cluster.deployment()
+        return bool(current.spec.template.spec.containers[0].image == "reportfarm/renderer:test-2")
+
+    eventually("the new image in the Deployment", rolled_out)
+    assert cluster.deployment().spec.replicas == 4
+
+    # kubectl shows the printer columns.
+    kubectl = [str(kube_bin / "kubectl"), f"--kubeconfig={kubeconfig_path}"]
+    table = subprocess.run(
+        [*kubectl, "get", "reportpools", "-n", cluster.namespace, "-o", "wide"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.split()
+    for column in ("REPLICAS", "READY", "BROWSERS", "QUEUE", "REASON", "HEALTHY", "AGE"):
+        assert column in table, table
+    assert "40" in table  # the queue depth
+
+
+def an_empty_queue_scales_the_pool_to_zero(cluster: Cluster, connection: str, queue: str) -> None:
     # The queue empties: the idlest pods are marked, replicas go down, and then to zero.
     asyncio.run(_clear(connection, queue))
     annotated: set[str] = set()
@@ -338,11 +401,3 @@ def test_a_report_pool_scales_with_its_queue_and_owns_its_children(
     assert {"ScaleDown", "ScaleToZero"} <= reasons, reasons
     assert cluster.status()["lastDecision"]["reason"] in ("ScaleToZero", "Steady")
     assert cluster.conditions()["Ready"]["reason"] == "ScaledToZero"
-
-    # Deleting the ReportPool deletes its children (the garbage collector, no finalizer).
-    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "reports")
-    eventually(
-        "the garbage collector to delete the children",
-        lambda: not any(cluster.children().values()),
-        timeout=180,
-    )

@@ -365,3 +365,13 @@ async def test_steady_ticks_keep_condition_transition_times() -> None:
 async def test_an_unusable_spec_is_a_permanent_error(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(kopf.PermanentError, match=message):
         await tick(body(**spec), cluster(0), FakeObserver(depth=0))
+
+
+async def test_a_deployment_controlled_by_something_else_is_left_alone() -> None:
+    kube = cluster(2)
+    kube.objects[DEPLOYMENT]["metadata"]["ownerReferences"] = [
+        {"kind": "ReportPool", "name": "other", "uid": "uid-other", "controller": True}
+    ]
+    with pytest.raises(kopf.PermanentError, match="another controller"):
+        await tick(body(), kube, FakeObserver(depth=40))
+    assert kube.writes == []
