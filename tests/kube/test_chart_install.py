@@ -7,15 +7,22 @@ prometheus-operator's CRDs (ServiceMonitor, PodMonitor, PrometheusRule, from the
 optional integrations are validated too. On a user's own cluster (KUBECONFIG) the
 prometheus-operator CRDs are used only if already installed, never installed by the test.
 
+The chart's RBAC is proven sufficient by running the real operator with its ServiceAccount's token
+(one watched namespace) until it has reconciled a ReportPool, and least-privilege by asking the API
+server what that account may and may not do.
+
 ``helm test`` needs the operator image and a real kubelet; it runs only on an external cluster with
 ``REPORTFARM_TEST_OPERATOR_IMAGE`` (repository:tag) set.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +33,8 @@ import kubernetes
 import pytest
 import yaml
 
+from reportfarm import azurite
+from reportfarm.storage.queueing import JobQueue
 from tests.deploy import kubeconform
 from tests.harness import kube as kube_harness
 
@@ -255,3 +264,164 @@ def test_helm_install_then_uninstall_leaves_nothing_behind(
     # Helm never deletes what it installed from crds/ (by design: deleting a CRD deletes every
     # ReportPool); the README says how to remove it.
     assert tools.crd_exists("reportpools.reportfarm.io")
+
+
+# --- the chart's RBAC, as the operator's own ServiceAccount --------------------------------------
+
+MAY = [
+    ("get", "reportpools.reportfarm.io"),
+    ("watch", "reportpools.reportfarm.io"),
+    ("patch", "reportpools.reportfarm.io/status"),
+    ("create", "deployments.apps"),
+    ("delete", "deployments.apps"),
+    ("patch", "services"),
+    ("create", "configmaps"),
+    ("create", "poddisruptionbudgets.policy"),
+    ("patch", "pods"),
+    ("create", "events"),
+    ("get", "secrets"),
+]
+MAY_NOT = [
+    ("list", "secrets"),
+    ("watch", "secrets"),
+    ("create", "secrets"),
+    ("delete", "pods"),
+    ("create", "pods"),
+    ("delete", "reportpools.reportfarm.io"),
+    ("create", "roles.rbac.authorization.k8s.io"),
+    ("create", "pods/exec"),
+    ("update", "deployments.apps/scale"),
+]
+
+
+def _can(tools: Tools, account: str, verb: str, resource: str, namespace: str) -> bool:
+    """``resource`` may name a subresource: ``deployments.apps/scale``."""
+    kind, _, sub = resource.partition("/")
+    args = ["auth", "can-i", verb, kind, "-n", namespace, f"--as={account}"]
+    if sub:
+        args.append(f"--subresource={sub}")
+    return tools.run("kubectl", *args, check=False).stdout.strip() == "yes"
+
+
+def _token_kubeconfig(tools: Tools, account: str, namespace: str, path: Path) -> Path:
+    """The test cluster's kubeconfig, authenticating with a fresh token of the ServiceAccount."""
+    token = tools.kubectl("create", "token", account, "-n", namespace, "--duration=1h").strip()
+    config = yaml.safe_load(tools.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def _create_queue(connection: str, name: str) -> None:
+    async with JobQueue(connection, name) as queue:
+        await queue.ensure()
+
+
+@pytest.fixture
+def watched(kube_api: kubernetes.client.ApiClient) -> Iterator[str]:
+    core: Any = kubernetes.client.CoreV1Api(kube_api)
+    name = f"pools-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.mark.timeout(600)
+def test_the_operator_runs_on_the_charts_rbac_alone(
+    tools: Tools,
+    crds: bool,
+    namespace: str,
+    watched: str,
+    kube_api: kubernetes.client.ApiClient,
+    azurite_server: azurite.Azurite,
+    tmp_path: Path,
+) -> None:
+    release = f"rf-{uuid.uuid4().hex[:6]}"
+    account = f"{release}-reportfarm"
+    tools.helm(
+        "install", release, str(CHART), "-n", namespace, "--set", f"watchNamespace={watched}"
+    )
+    try:
+        subject = f"system:serviceaccount:{namespace}:{account}"
+        for verb, resource in MAY:
+            assert _can(tools, subject, verb, resource, watched), f"may not {verb} {resource}"
+        for verb, resource in MAY_NOT:
+            assert not _can(tools, subject, verb, resource, watched), f"may {verb} {resource}"
+        elsewhere = "default"
+        assert not _can(tools, subject, "get", "secrets", elsewhere)
+        assert not _can(tools, subject, "list", "reportpools.reportfarm.io", elsewhere)
+
+        connection = azurite_server.connection_string
+        queue = f"q{uuid.uuid4().hex[:10]}"
+        asyncio.run(_create_queue(connection, queue))
+        core: Any = kubernetes.client.CoreV1Api(kube_api)
+        core.create_namespaced_secret(
+            watched,
+            {"metadata": {"name": "storage"}, "stringData": {"connection-string": connection}},
+        )
+        config = _token_kubeconfig(tools, account, namespace, tmp_path / "operator.kubeconfig")
+        log = (tmp_path / "operator.log").open("w+")
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(config),
+            "REPORTFARM_OPERATOR_METRICS_PORT": "0",
+            "REPORTFARM_OPERATOR_HEALTH_PORT": "0",
+            "REPORTFARM_OPERATOR_POD_TIMEOUT": "1",
+        }
+        operator = subprocess.Popen(
+            [sys.executable, "-m", "reportfarm_operator.main", "--namespace", watched],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            _reconcile_and_delete_a_pool(tools, kube_api, watched, queue)
+        finally:
+            operator.send_signal(signal.SIGTERM)
+            try:
+                operator.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+                operator.wait()
+            log.seek(0)
+            output = log.read()
+        assert "Forbidden" not in output and " 403" not in output, output[-4000:]
+    finally:
+        tools.run("helm", "uninstall", release, "-n", namespace, "--wait", check=False)
+
+
+def _reconcile_and_delete_a_pool(
+    tools: Tools, kube_api: kubernetes.client.ApiClient, namespace: str, queue: str
+) -> None:
+    pool = yaml.safe_load(EXAMPLE_POOL.read_text())
+    pool["spec"]["queue"] = {"name": queue, "connectionSecretRef": {"name": "storage"}}
+    pool["spec"]["templates"] = {"inline": {"hello.html": "<h1>{{ name }}</h1>"}}
+    tools.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(pool))
+    custom: Any = kubernetes.client.CustomObjectsApi(kube_api)
+
+    def reconciled() -> bool:
+        names = tools.kubectl(
+            "get",
+            "deployments,services,poddisruptionbudgets,configmaps",
+            "-n",
+            namespace,
+            "-l",
+            "reportfarm.io/pool=reports",
+            "-o",
+            "name",
+        ).split()
+        status = custom.get_namespaced_custom_object(
+            "reportfarm.io", "v1alpha1", namespace, "reportpools", "reports"
+        ).get("status", {})
+        reachable = any(
+            c["type"] == "QueueReachable" and c["status"] == "True"
+            for c in status.get("conditions", [])
+        )
+        return len(names) == 4 and reachable  # the secret was read, the status written
+
+    eventually("the operator to reconcile the pool and read its queue", reconciled, timeout=180)
+    tools.kubectl(
+        "delete", "reportpool", "reports", "-n", namespace, "--wait=true", "--timeout=120s"
+    )

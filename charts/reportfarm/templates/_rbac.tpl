@@ -18,7 +18,9 @@ The operator's permissions, least privilege. Why each one is needed:
   kopf.dev kopfpeerings                     get list watch patch         only with peering.enabled
   (cluster-wide, in reportfarm.clusterRules):
   apiextensions.k8s.io customresourcedefinitions  get list watch        kopf resolves resources
-  "" namespaces                             list watch                   kopf, all-namespaces mode only
+  "" namespaces                             list watch                   kopf lists them even for one
+                                                                         namespace (else 9 retries
+                                                                         and a fallback at start-up)
   kopf.dev clusterkopfpeerings              get list watch patch         peering, all-namespaces mode
 */}}
 {{- define "reportfarm.namespacedRules" -}}
@@ -57,10 +59,10 @@ The operator's permissions, least privilege. Why each one is needed:
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
-{{- if not .Values.watchNamespace }}
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["list", "watch"]
+{{- if not .Values.watchNamespace }}
 {{- if .Values.peering.enabled }}
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
