@@ -230,7 +230,7 @@ class NetworkGuard:
             else:
                 await _quietly(route.abort("blockedbyclient"))
             return False
-        except (aiohttp.ClientError, TimeoutError) as error:
+        except Exception as error:  # every intercepted request must be answered, or it hangs
             log.info("fetching %s failed: %r", shorten(url), error)
             await _quietly(route.abort("failed"))
             return True
