@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--jobs", type=int, default=60, help="documents per strategy")
     bench.add_argument("--pool-size", type=int, default=2, help="browsers per pool")
     bench.add_argument("--plot", type=Path, default=Path("out/bench.png"), help="PNG plot path")
+    bench.add_argument(
+        "--samples", type=Path, default=None, help="folder for one PDF per strategy (optional)"
+    )
 
     gateway = sub.add_parser("gateway", help="the HTTP gateway and the webhook dispatcher")
     gateway.add_argument("--port", type=int, help="HTTP port (REPORTFARM_GATEWAY_PORT, 8000)")
@@ -81,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     lanes.add_argument("--pool-size", type=int, default=2, help="browsers in the renderer")
     lanes.add_argument("--json", action="store_true", help="print JSON")
 
+    sub.add_parser("operator", help="run the ReportPool operator (kopf); --help for its options")
     simulate = sub.add_parser("simulate", help="replay a trace through our policy and KEDA+HPA")
     simulate.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
@@ -88,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["operator"]:  # its own parser: --namespace, --peering (kopf's options)
+        from reportfarm_operator.main import main as operator_main
+
+        from reportfarm import logs
+
+        logs.configure()
+        return operator_main(argv[1:])
     if argv[:1] == ["simulate"]:
         from reportfarm.simulate.cli import main as simulate_main
 
@@ -133,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         from reportfarm_renderer import bench
 
         return bench.main(
-            as_json=args.json, jobs=args.jobs, pool_size=args.pool_size, plot=args.plot
+            as_json=args.json,
+            jobs=args.jobs,
+            pool_size=args.pool_size,
+            plot=args.plot,
+            samples=args.samples,
         )
     if args.command == "gateway":
         from reportfarm.gateway import app
