@@ -232,10 +232,13 @@ class ChromiumWorker:
         context = await self._new_context(javascript=True, on_navigation=on_navigation)
         page = await context.new_page()
         loading = asyncio.ensure_future(page.set_content(html, wait_until="load"))
-        either: list[asyncio.Future[Any]] = [loading, navigated]
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        if not loading.done():
+        loading.add_done_callback(_retrieve)
+        try:
+            either: list[asyncio.Future[Any]] = [loading, navigated]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
             loading.cancel()
+        if not loading.done() or loading.cancelled():
             await context.close()
             raise pool.DocumentError(
                 f"the document tried to navigate to {network.shorten(navigated.result())} "
@@ -262,6 +265,12 @@ class ChromiumWorker:
         if not self._closed:
             log.warning("browser pid %s disconnected unexpectedly", self.pid)
             self._broken = True
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    """Mark a side task's outcome as seen: the worker is replaced anyway if it failed."""
+    if not task.cancelled():
+        task.exception()
 
 
 # -- /proc --------------------------------------------------------------------------------------
