@@ -190,6 +190,7 @@ class BrowserPool:
         self._tasks: set[asyncio.Task[None]] = set()
         self._close_tasks: set[asyncio.Task[None]] = set()
         self._started = False
+        self._ready = False
         self._closed = False
 
     @property
@@ -251,6 +252,9 @@ class BrowserPool:
             raise
         errors = [error for t in tasks if (error := t.exception()) is not None]
         workers = [t.result() for t in tasks if t.exception() is None]
+        if self._closed:  # closed while starting
+            await self._close_all(workers)
+            raise PoolClosed("the pool was closed while starting")
         if errors:
             self._closed = True
             await self._close_all(workers)
@@ -259,6 +263,7 @@ class BrowserPool:
                 f"{self._launch_timeout}s: {errors[0]!r}"
             ) from errors[0]
         self._idle.extend(_Slot(worker) for worker in workers)
+        self._ready = True
         log.info("pool started with %d workers", len(workers))
 
     async def render(
@@ -367,8 +372,8 @@ class BrowserPool:
     def _ensure_usable(self) -> None:
         if self._closed:
             raise PoolClosed("the pool is closed")
-        if not self._started:
-            raise RuntimeError("the pool was not started")
+        if not self._ready:
+            raise RuntimeError("the pool has not finished starting")
 
     async def _borrow(self) -> _Slot:
         self._ensure_usable()

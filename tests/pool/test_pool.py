@@ -273,6 +273,16 @@ async def test_start_up_fails_if_a_launch_exceeds_the_launch_timeout(farm: Farm)
     assert isinstance(caught.value.__cause__, TimeoutError)
 
 
+async def test_closing_while_starting_closes_what_launched(farm: Farm) -> None:
+    pool = make_pool(farm, size=2)
+    starting = asyncio.create_task(pool.start())
+    await asyncio.sleep(0)
+    await pool.close()
+    with pytest.raises(pooling.PoolClosed):
+        await starting
+    assert len(farm.workers) == 2 and all(worker.closed for worker in farm.workers)
+
+
 # -- cancellation ------------------------------------------------------------------------------
 
 
