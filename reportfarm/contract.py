@@ -32,10 +32,10 @@ MAX_QUEUE_MESSAGE_BYTES = 64 * 1024
 INLINE_DATA_LIMIT = 48 * 1024 - 2048
 """Largest JSON job sent inline: base64 of it stays below the queue's 64 KiB, with room."""
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-_BLOB_RE = re.compile(r"^(?!/)(?!.*\.\.)[^\\\x00-\x1f]{1,1000}$")
-_LENGTH_RE = re.compile(r"^\d+(\.\d+)?(px|in|cm|mm)?$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+_BLOB_RE = re.compile(r"^(?!/)(?!.*\.\.)[^\\\x00-\x1f]{1,1000}\Z")
+_LENGTH_RE = re.compile(r"^\d+(\.\d+)?(px|in|cm|mm)?\Z")
 PAPER_FORMATS = frozenset(
     {"Letter", "Legal", "Tabloid", "Ledger", "A0", "A1", "A2", "A3", "A4", "A5", "A6"}
 )
@@ -371,7 +371,7 @@ def batch_event(batch_id: str) -> str:
 BATCH_ID_MAX = 100
 """Longest batch id: its items' job ids (``<batch id>-<index:06d>``) must stay within 128."""
 BATCH_ITEMS_MAX = 100_000
-_BATCH_ITEM_RE = re.compile(r"^(?P<batch>[A-Za-z0-9][A-Za-z0-9._-]*)-(?P<index>\d{6})$")
+_BATCH_ITEM_RE = re.compile(r"^(?P<batch>[A-Za-z0-9][A-Za-z0-9._-]*)-(?P<index>\d{6})\Z")
 
 
 def validate_batch_id(batch_id: object) -> str:

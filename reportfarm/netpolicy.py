@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -28,6 +29,10 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_URI_RE = re.compile(
+    r"^[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*\Z"
+)
+_HOST_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+\Z|^[0-9A-Fa-f:.]+\Z")
 
 
 class Refused(Exception):
@@ -99,7 +104,11 @@ class NetworkPolicy:
         return addresses
 
     async def check_url(self, url: str) -> list[IPAddress]:
-        """Raise Refused unless ``url`` is http(s) to a host whose every address is allowed."""
+        """Raise Refused unless ``url`` is an RFC 3986 http(s) URL to a host whose every address
+        is allowed. With ``allow_private`` every address is, so nothing is looked up (the
+        connection's resolver still is the check: see :meth:`session`)."""
+        if not _URI_RE.match(url):
+            raise Refused("syntax", "not an RFC 3986 URL (spaces, non-ASCII, bad escapes?)")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise Refused("scheme", parts.scheme or "none")
@@ -110,6 +119,10 @@ class NetworkPolicy:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
             raise Refused("host", "bad port") from None
+        if not _HOST_RE.match(host):
+            raise Refused("host", "not a host name or IP address")
+        if self.allow_private:
+            return []
         return await self.addresses(host, port)
 
     def session(self, *, timeout_s: float) -> aiohttp.ClientSession:

@@ -35,6 +35,14 @@ def _error(description: str, **headers: str) -> dict[str, Any]:
     return _json(_ref("Error"), description, **headers)
 
 
+def _bad_request(description: str) -> dict[str, Any]:
+    """A 400: JSON from the handlers, or plain text from the HTTP parser (a request line or
+    header past its size limit)."""
+    response = _error(description)
+    response["content"]["text/plain"] = {"schema": {"type": "string"}}
+    return response
+
+
 _PDF_RESPONSE: dict[str, Any] = {
     "description": "The PDF.",
     "content": {"application/pdf": {"schema": {"type": "string", "format": "binary"}}},
@@ -227,7 +235,7 @@ def _report_paths() -> dict[str, Any]:
                         Location="The status URL.",
                         **{"Retry-After": "Seconds."},
                     ),
-                    "400": _error("Not a valid report request."),
+                    "400": _bad_request("Not a valid report request."),
                     "422": _json(_ref("ReportStatus"), "The job failed within wait_s."),
                     "503": _error("The interactive lane is full.", **{"Retry-After": "Seconds."}),
                     **_COMMON_ERRORS,
@@ -315,7 +323,7 @@ def _batch_paths() -> dict[str, Any]:
                         "Accepted: every item is queued.",
                         Location="The batch's status URL.",
                     ),
-                    "400": _error("Not a valid batch."),
+                    "400": _bad_request("Not a valid batch."),
                     "409": _error("The batch id is taken by other items."),
                     "413": _error("Too many items."),
                     "503": _error("The bulk lane is full.", **{"Retry-After": "Seconds."}),

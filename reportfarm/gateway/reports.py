@@ -23,7 +23,7 @@ from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.gateway.context import CLIENT, METRICS, SETTINGS, TENANT, backpressure, problem
 
 _REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url"})
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
 class BadRequest(ValueError):
@@ -59,11 +59,26 @@ async def check_callback(request: web.Request, url: object, tenant: str) -> str 
     return url
 
 
+_PDF_BOOLEANS = frozenset(
+    {"landscape", "print_background", "display_header_footer", "prefer_css_page_size"}
+)
+_PDF_NULLABLE = frozenset({"format", "width", "height"})
+
+
 def pdf_options(value: object) -> contract.PdfOptions | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise BadRequest("pdf must be an object of PDF options")
+    for name, option in value.items():
+        if name in _PDF_BOOLEANS:
+            fits = isinstance(option, bool)
+        elif name == "scale":
+            fits = isinstance(option, int | float) and not isinstance(option, bool)
+        else:
+            fits = isinstance(option, str) or (option is None and name in _PDF_NULLABLE)
+        if not fits:
+            raise BadRequest(f"bad pdf options: {name} has the wrong type")
     try:
         options = contract.PdfOptions(**value)
         options.validate()
@@ -79,33 +94,45 @@ def _job_id(tenant: str, key: str | None) -> str | None:
     return f"k{digest[:39]}"
 
 
-async def post_report(request: web.Request) -> web.Response:
+async def read_report(request: web.Request) -> tuple[Submission, float]:
+    """The request as a submission on the interactive lane, and its wait; or BadRequest."""
     tenant = request[TENANT]
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise BadRequest("the body is a JSON object")
+    unknown = sorted(set(body) - _REPORT_FIELDS)
+    if unknown:
+        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
+    nulls = sorted(key for key, value in body.items() if value is None)
+    if nulls:
+        raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls)}")
+    wait_s = body.get("wait_s", request.app[SETTINGS].default_wait_s)
+    if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s < 0:
+        raise BadRequest("wait_s must be a number of seconds, 0 or more")
+    if not isinstance(body.get("data"), dict):
+        raise BadRequest("data must be a JSON object")
+    if not isinstance(body.get("template"), str):
+        raise BadRequest("template must be a template name")
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not 0 < len(key) <= 256:
+        raise BadRequest("Idempotency-Key is 1 to 256 characters")
+    submission = Submission(
+        template=body["template"],
+        data=body["data"],
+        job_id=_job_id(tenant, key),
+        pdf=pdf_options(body.get("pdf")),
+        tenant=tenant,
+        lane="interactive",
+        callback_url=await check_callback(request, body.get("callback_url"), tenant),
+    )
+    return submission, float(wait_s)
+
+
+async def post_report(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     client = request.app[CLIENT]
     try:
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            raise BadRequest("the body is a JSON object")
-        unknown = sorted(set(body) - _REPORT_FIELDS)
-        if unknown:
-            raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
-        wait_s = body.get("wait_s", settings.default_wait_s)
-        if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s < 0:
-            raise BadRequest("wait_s must be a number of seconds, 0 or more")
-        if not isinstance(body.get("data"), dict):
-            raise BadRequest("data must be a JSON object")
-        if not isinstance(body.get("template"), str):
-            raise BadRequest("template must be a template name")
-        submission = Submission(
-            template=body["template"],
-            data=body["data"],
-            job_id=_job_id(tenant, request.headers.get("Idempotency-Key")),
-            pdf=pdf_options(body.get("pdf")),
-            tenant=tenant,
-            lane="interactive",
-            callback_url=await check_callback(request, body.get("callback_url"), tenant),
-        )
+        submission, wait_s = await read_report(request)
         job = client.build_job(submission)
     except BadRequest as error:
         return problem(400, str(error))
@@ -121,7 +148,7 @@ async def post_report(request: web.Request) -> web.Response:
         await _note(client, job)
         await client.send_job(job)
         request.app[METRICS].jobs.labels(lane="interactive").inc()
-    wait = min(float(wait_s), settings.max_wait_s)
+    wait = min(wait_s, settings.max_wait_s)
     results = await client.wait([job.job_id], timeout_s=wait, poll_s=settings.poll_s)
     record = results[job.job_id]
     if record is not None and record.state == "succeeded":
