@@ -49,6 +49,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.watching.connect_timeout = 30
     # Any single API request kopf makes gives up after this long (then retries).
     settings.networking.request_timeout = 60
+    # No scanning of CRDs and namespaces: the ReportPool CRD is installed before the operator
+    # (Helm installs crds/ first) and the namespaces are given. Least privilege: no cluster-scoped
+    # permission at all when watching one namespace. Restart the operator if the CRD comes later.
+    settings.scanning.disabled = True
     memo.runtime = await open_runtime(OperatorSettings.from_env())
 
 

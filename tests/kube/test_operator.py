@@ -1,7 +1,8 @@
 """The operator against a real API server, a real controller-manager and a real Azurite.
 
 The CRD is applied, a ReportPool with its connection Secret is created, and the operator runs
-in-process (``kopf.testing.KopfRunner``). kwok makes the renderer pods Running with fake IPs that
+in-process (``kopf.testing.KopfRunner``) as a ServiceAccount that holds only the permissions
+listed here (``OPERATOR_RULES``): a missing one fails the test. kwok makes the renderer pods Running with fake IPs that
 serve nothing, so the operator sees the queue depth alone, as it does while real pods start.
 Deadlines bound every wait; no timing is asserted.
 """
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 import kubernetes
 import pytest
+import yaml
 from azure.storage.queue.aio import QueueClient
 from kopf.testing import KopfRunner
 from kubernetes.config import kube_config
@@ -230,6 +232,58 @@ async def _clear(connection_string: str, queue: str) -> None:
         await client.clear_messages()
 
 
+# The operator's permissions, exactly what the e2e test grants it (and what the chart must grant):
+# a Role in the watched namespace (a ClusterRole of the same rules when watching all of them).
+OPERATOR_RULES = [
+    {
+        "apiGroups": ["reportfarm.io"],
+        "resources": ["reportpools"],
+        "verbs": ["list", "watch", "patch"],
+    },
+    {"apiGroups": ["reportfarm.io"], "resources": ["reportpools/status"], "verbs": ["patch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create", "patch"]},
+    {
+        "apiGroups": ["policy"],
+        "resources": ["poddisruptionbudgets"],
+        "verbs": ["get", "create", "patch"],
+    },
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "patch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["get", "create", "update", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]
+
+
+@pytest.fixture
+def operator_kubeconfig(
+    kube_api: kubernetes.client.ApiClient, kubeconfig_path: Path, namespace: str, tmp_path: Path
+) -> Path:
+    """A kubeconfig for a ServiceAccount with a Role of OPERATOR_RULES: nothing cluster-wide."""
+    core: Any = kubernetes.client.CoreV1Api(kube_api)
+    rbac: Any = kubernetes.client.RbacAuthorizationV1Api(kube_api)
+    account = {"kind": "ServiceAccount", "name": "reportfarm-operator", "namespace": namespace}
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": account["name"]}})
+    rbac.create_namespaced_role(
+        namespace, {"metadata": {"name": "operator"}, "rules": OPERATOR_RULES}
+    )
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "operator"}
+    rbac.create_namespaced_role_binding(
+        namespace, {"metadata": {"name": "operator"}, "roleRef": role_ref, "subjects": [account]}
+    )
+    request = {"spec": {"expirationSeconds": 3600}}
+    token = core.create_namespaced_service_account_token(account["name"], namespace, request)
+    config = yaml.safe_load(kubeconfig_path.read_text())
+    config["users"] = [{"name": config["users"][0]["name"], "user": {"token": token.status.token}}]
+    path = tmp_path / "operator.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
 @contextlib.contextmanager
 def running_operator(namespace: str) -> Iterator[KopfRunner]:
     """The operator, in-process, watching one namespace; it must stop cleanly."""
@@ -241,11 +295,11 @@ def running_operator(namespace: str) -> Iterator[KopfRunner]:
 
 
 @pytest.fixture
-def operator_env(kubeconfig_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def operator_env(operator_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # kopf's login and the operator's client read the kubernetes library's default kubeconfig
-    # location, fixed when the library was imported: point it at the test cluster.
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig_path))
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_path))
+    # location, fixed when the library was imported: point it at the operator's identity.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(operator_kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(operator_kubeconfig))
     monkeypatch.setenv("REPORTFARM_OPERATOR_METRICS_PORT", "0")
     monkeypatch.setenv("REPORTFARM_OPERATOR_POD_TIMEOUT", "1")
 
