@@ -50,5 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # `reportfarm operator` configures logging itself
+    from reportfarm import logs
+
+    logs.configure()
     raise SystemExit(main())
