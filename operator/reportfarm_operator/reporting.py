@@ -113,7 +113,7 @@ def conditions(
         queue = (False, "QueueUnreadable", f"keeping the current size: {seen.queue_error}")
     resizing = any(size != decision.browsers_per_pod for size in seen.pool_sizes)
     if seen.deployment_replicas != wanted or ready != wanted:
-        direction = "ScalingUp" if wanted > seen.deployment_replicas else "ScalingDown"
+        direction = "ScalingUp" if wanted > min(ready, seen.deployment_replicas) else "ScalingDown"
         scaling = (True, direction, f"{pods}, {seen.deployment_replicas} exist")
     elif resizing:
         scaling = (True, "ResizingPools", f"pools -> {decision.browsers_per_pod} browsers")

@@ -114,14 +114,12 @@ async def scale(
         k8s.collection_path("v1", "Pod", namespace), label_selector=specs.selector_labels(name)
     )
     pods = pods_of(items)
-    reading = await observer.queue(namespace, body.spec)
-    loads = await observer.pod_loads({p.name: (p.uid, p.ip) for p in pods if p.ip})
+    reading, loads = await asyncio.gather(
+        observer.queue(namespace, body.spec),
+        observer.pod_loads({p.name: (p.uid, p.ip) for p in pods if p.ip}),
+    )
     observation = observe(
-        now=now,
-        reading=reading,
-        pods=pods,
-        loads=loads,
-        start_size=specs.start_pool_size(body.spec),
+        now=now, reading=reading, pods=pods, loads=loads, start_size=pool_spec.browsers_that_fit
     )
     state = policy.State.from_dict(body.status.get("policy"))
     decision = policy.decide(observation, pool_spec, state)
