@@ -11,9 +11,11 @@ Batch items are reports too, under their job ids (``<batch id>-<index:06d>``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
+import time
 from typing import Any
 
 from aiohttp import web
@@ -149,8 +151,7 @@ async def post_report(request: web.Request) -> web.Response:
         await client.send_job(job)
         request.app[METRICS].jobs.labels(lane="interactive").inc()
     wait = min(wait_s, settings.max_wait_s)
-    results = await client.wait([job.job_id], timeout_s=wait, poll_s=settings.poll_s)
-    record = results[job.job_id]
+    record = await await_record(client, job.job_id, wait_s=wait, poll_s=settings.poll_s)
     if record is not None and record.state == "succeeded":
         request.app[METRICS].sync.labels(outcome="pdf").inc()
         return await _pdf(request, record)
@@ -164,6 +165,22 @@ async def post_report(request: web.Request) -> web.Response:
         status=202,
         headers={"Location": location, "Retry-After": "1"},
     )
+
+
+async def await_record(
+    client: ReportFarmClient, job_id: str, *, wait_s: float, poll_s: float
+) -> contract.ResultRecord | None:
+    """Look for the job's record until ``wait_s`` passed: first after ``poll_s``, then less and
+    less often (up to 4x), so many waiting requests do not flood the blob store."""
+    deadline = time.monotonic() + wait_s
+    pause = poll_s
+    while True:
+        record = await client.result(job_id)
+        left = deadline - time.monotonic()
+        if record is not None or left <= 0:
+            return record
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 1.5, poll_s * 4)
 
 
 async def _note(client: ReportFarmClient, job: contract.Job) -> None:

@@ -39,7 +39,8 @@ class GatewaySettings:
     max_wait_s: float = 120.0
     """REPORTFARM_GATEWAY_MAX_WAIT_S: the longest ``wait_s`` honoured."""
     poll_s: float = 0.1
-    """How often a waiting request looks for its result record."""
+    """When a waiting request first looks for its result record; then less and less often, up
+    to 4x this (see reports.await_record)."""
     max_batch_items: int = 10_000
     """REPORTFARM_GATEWAY_MAX_BATCH_ITEMS: items in one POST /v1/batches."""
     max_body_bytes: int = 64 * 2**20
