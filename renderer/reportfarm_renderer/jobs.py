@@ -81,6 +81,9 @@ class JobRunner:
             size = await self._render_and_store(job, delivery, stages)
         except PermanentJobError as error:
             return await self._poison(lease, job.job_id, job, str(error), stages)
+        except pooling.DocumentError as error:  # the document itself: no retry can help
+            reason = f"DocumentError: {error}"
+            return await self._poison(lease, job.job_id, job, reason, stages)
         except pooling.RenderTimeout as error:
             if delivery.dequeue_count >= self.settings.max_render_timeouts:
                 reason = f"render timed out on {delivery.dequeue_count} deliveries: {error}"
@@ -276,7 +279,8 @@ def _describe(error: BaseException) -> str:
 
 def _reason_kind(reason: str) -> str:
     """A bounded label for the poison metric."""
-    for kind in ("invalid message", "UnknownTemplateError", "TemplateRenderError", "payload"):
+    kinds = ("invalid message", "UnknownTemplateError", "TemplateRenderError", "DocumentError")
+    for kind in (*kinds, "payload"):
         if kind in reason:
             return kind.replace(" ", "_").lower()
     if "render timed out" in reason:
