@@ -308,7 +308,7 @@ def _batch_paths() -> dict[str, Any]:
                     "content": {
                         "application/json": {"schema": items},
                         "application/x-ndjson": {
-                            "schema": {"type": "string", "description": "One item a line."}
+                            "schema": {**items, "description": "JSON Lines: one item a line."}
                         },
                     },
                 },
