@@ -80,6 +80,10 @@ class PoolSpec:
     """Memory one browser needs, in MiB."""
     target_wait_s: float = 5.0
     """The queue wait the user accepts: the backlog should drain within this time."""
+    interactive_target_wait_s: float | None = None
+    """The wait accepted on the interactive lane (``<queue>-interactive``); None: the same as
+    ``target_wait_s``. Waiting interactive jobs are sized to drain within it, bulk within
+    ``target_wait_s``."""
     jobs_per_browser: float | None = None
     """Optional KEDA-like target: at least ``depth / jobs_per_browser`` browsers."""
     target_utilization: float = 0.85
@@ -105,6 +109,8 @@ class PoolSpec:
         positive += ("browser_memory_mib", "target_wait_s", "default_render_s")
         if any(getattr(self, name) <= 0 for name in positive):
             raise ValueError(f"these must be > 0: {', '.join(positive)}")
+        if self.interactive_target_wait_s is not None and self.interactive_target_wait_s <= 0:
+            raise ValueError("interactive_target_wait_s must be > 0 when set")
         if self.jobs_per_browser is not None and self.jobs_per_browser <= 0:
             raise ValueError("jobs_per_browser must be > 0 when set")
         if not 0 < self.target_utilization <= 1 or not 0 <= self.tolerance < 1:
@@ -142,6 +148,8 @@ class Observation:
     """Browsers rendering now, summed from the renderers' metrics; None if unknown."""
     mean_render_s: float | None = None
     """Recent mean render time from the renderers' metrics; None if unknown (no renders yet)."""
+    interactive_depth: int | None = None
+    """The part of ``queue_depth`` on the interactive lane, if the lanes were read apart."""
 
     @property
     def queue_readable(self) -> bool:
@@ -240,11 +248,24 @@ def required_browsers(
     if depth == 0 and busy == 0 and concurrency < 0.5:
         return 0
     render_s = observation.mean_render_s or spec.default_render_s
-    drain = waiting * render_s / spec.target_wait_s  # Little's law: L = lambda * W
+    drain = _drain_browsers(observation, spec, waiting=waiting, render_s=render_s)
     need = math.ceil((concurrency + drain) / spec.target_utilization - 1e-9)
     if spec.jobs_per_browser is not None:
         need = max(need, math.ceil(depth / spec.jobs_per_browser - 1e-9))
     return max(1 if depth or busy else 0, need)
+
+
+def _drain_browsers(
+    observation: Observation, spec: PoolSpec, *, waiting: int, render_s: float
+) -> float:
+    """Browsers that drain the waiting backlog within its lane's accepted wait (Little's law:
+    L = lambda * W). Running jobs are counted against the bulk lane, the one served second."""
+    interactive = min(waiting, observation.interactive_depth or 0)
+    interactive_target = spec.interactive_target_wait_s or spec.target_wait_s
+    return (
+        interactive * render_s / interactive_target
+        + (waiting - interactive) * render_s / spec.target_wait_s
+    )
 
 
 def _busy(observation: Observation) -> int:

@@ -117,7 +117,9 @@ def renderer_container(spec: Mapping[str, Any]) -> dict[str, Any]:
         "name": "renderer",
         "image": spec["image"],
         "imagePullPolicy": specs.get(spec, "imagePullPolicy"),
-        "command": ["reportfarm", "worker"],
+        # tini as PID 1 reaps Chromium's orphaned helpers (as the image's ENTRYPOINT does); it
+        # forwards SIGTERM to the worker alone, which drains its running jobs.
+        "command": ["/usr/bin/tini", "--", "reportfarm", "worker"],
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": renderer_env(spec),
         "resources": specs.resources(spec),

@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+from azure.core import exceptions as azure_errors
 from prometheus_client import parser
 
+from reportfarm import contract
 from reportfarm.storage.queueing import JobQueue
 from reportfarm_operator import k8s, specs
 
@@ -37,6 +39,8 @@ class QueueReading:
     """Approximate message count; None when the queue could not be read."""
     poison_depth: int | None = None
     error: str | None = None
+    interactive_depth: int | None = None
+    """The part of ``depth`` on the interactive lane (``<queue>-interactive``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,10 +131,16 @@ class Observer:
         if ref is None:
             return await _read_queue_with_identity(str(spec["queue"]["accountUrl"]), name)
         connection = await self.kube.secret_value(namespace, *ref)
-        async with JobQueue(connection, name) as queue:
+        interactive_name = contract.lane_queue_name(name, "interactive")
+        async with (
+            JobQueue(connection, name) as queue,
+            JobQueue(connection, interactive_name) as interactive,
+        ):
             depth = await queue.depth()
             poison = await queue.poison_depth()
-        return QueueReading(depth=depth, poison_depth=poison)
+            fast = await _depth_or_zero(interactive)
+            poison += await interactive.poison_depth()
+        return QueueReading(depth=depth + fast, poison_depth=poison, interactive_depth=fast)
 
     async def admin_token(self, namespace: str, spec: Mapping[str, Any]) -> str | None:
         ref = specs.secret_ref(spec, "adminTokenSecretRef")
@@ -199,3 +209,11 @@ async def _read_queue_with_identity(account_url: str, name: str) -> QueueReading
     ):
         properties = await client.get_queue_properties()
     return QueueReading(depth=int(properties.approximate_message_count or 0))
+
+
+async def _depth_or_zero(queue: JobQueue) -> int:
+    """A lane that was never created (a farm without a gateway) holds nothing."""
+    try:
+        return await queue.depth()
+    except azure_errors.ResourceNotFoundError:
+        return 0

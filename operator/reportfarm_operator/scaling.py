@@ -88,6 +88,7 @@ def observe(
         browsers_per_pod=reporting.most_common(sizes) or start_size,
         busy_browsers=busy,  # unknown if a ready pod did not answer: the policy uses the depth
         mean_render_s=observing.mean_render_s(loads),
+        interactive_depth=reading.interactive_depth,
     )
 
 

@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "replicas": {"min": 0, "max": 10},
     "browsersPerPod": {"min": 1, "max": 4},
     "browser": {"cpu": "500m", "memory": "512Mi"},
-    "target": {"queueWaitSeconds": 30},
+    "target": {"queueWaitSeconds": 30, "interactiveQueueWaitSeconds": 5},
     "scaleDown": {"stabilizationSeconds": 60},
     "scaleToZero": {"idleSeconds": 300},
     "terminationGracePeriodSeconds": 60,
@@ -125,6 +125,7 @@ def _pod_capacity(spec: Mapping[str, Any], resource: str) -> object | None:
 def pool_spec(spec: Mapping[str, Any]) -> policy.PoolSpec:
     """What the policy needs from a ReportPool's spec. Raises ValueError on nonsense."""
     jobs_per_browser = get(spec, "target", "jobsPerBrowser")
+    interactive_wait = get(spec, "target", "interactiveQueueWaitSeconds")
     most = int(get(spec, "browsersPerPod", "max"))
     browser_cpu = cores(get(spec, "browser", "cpu"))
     browser_memory = mebibytes(get(spec, "browser", "memory"))
@@ -140,6 +141,7 @@ def pool_spec(spec: Mapping[str, Any]) -> policy.PoolSpec:
         browser_cpu=browser_cpu,
         browser_memory_mib=browser_memory,
         target_wait_s=float(get(spec, "target", "queueWaitSeconds")),
+        interactive_target_wait_s=None if interactive_wait is None else float(interactive_wait),
         jobs_per_browser=None if jobs_per_browser is None else float(jobs_per_browser),
         scale_down_stabilization_s=float(get(spec, "scaleDown", "stabilizationSeconds")),
         scale_to_zero_idle_s=float(get(spec, "scaleToZero", "idleSeconds")),

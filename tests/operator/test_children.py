@@ -109,7 +109,7 @@ def test_renderer_environment() -> None:
     grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     assert grace == 120
     assert 0 < drain < grace  # the renderer finishes its jobs before the kubelet kills it
-    assert container(deployment)["command"] == ["reportfarm", "worker"]
+    assert container(deployment)["command"] == ["/usr/bin/tini", "--", "reportfarm", "worker"]
 
 
 def test_workload_identity_uses_the_account_url_and_service_account() -> None:

@@ -20,7 +20,7 @@ from reportfarm_operator import observing
 from reportfarm_renderer import http
 from reportfarm_renderer.metrics import RendererMetrics
 
-from reportfarm import azurite
+from reportfarm import azurite, contract
 from reportfarm.storage.queueing import JobQueue
 
 
@@ -152,7 +152,14 @@ async def test_queue_depth_is_read_with_the_secret(
     kube = SecretsOnly({("ns", "storage", "connection-string"): azurite_server.connection_string})
     spec = {"queue": {"name": name, "connectionSecretRef": {"name": "storage"}}}
     reading = await observer(session, port=1, kube=kube).queue("ns", spec)
-    assert reading == observing.QueueReading(depth=3, poison_depth=0)
+    # No interactive lane yet (no gateway ever sent to it): it holds nothing.
+    assert reading == observing.QueueReading(depth=3, poison_depth=0, interactive_depth=0)
+    lane = contract.lane_queue_name(name, "interactive")
+    async with JobQueue(azurite_server.connection_string, lane) as interactive:
+        await interactive.ensure()
+        await interactive.send("urgent")
+    reading = await observer(session, port=1, kube=kube).queue("ns", spec)
+    assert reading == observing.QueueReading(depth=4, poison_depth=0, interactive_depth=1)
 
 
 @pytest.mark.parametrize(

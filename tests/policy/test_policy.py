@@ -348,3 +348,22 @@ def test_decisions_stay_within_the_limits(
     assert pool.fewest_browsers <= decision.browsers_per_pod <= pool.browsers_that_fit
     if depth > 0:
         assert decision.replicas >= 1
+
+
+@pytest.mark.parametrize(
+    ("interactive", "target", "need"),
+    [
+        # 40 waiting, 1 s renders, bulk target 10 s: 4 browsers; interactive jobs drain in 2 s.
+        pytest.param(0, 2.0, 4, id="all-bulk"),
+        pytest.param(20, 2.0, 12, id="half-interactive"),  # 20/2 + 20/10
+        pytest.param(40, 2.0, 20, id="all-interactive"),  # 40/2
+        pytest.param(40, None, 4, id="no-interactive-target"),  # one target for both lanes
+        pytest.param(80, 2.0, 20, id="lane-count-capped-by-depth"),
+    ],
+)
+def test_each_lane_drains_within_its_own_target(
+    interactive: int, target: float | None, need: int
+) -> None:
+    observation = dataclasses.replace(observe(40, 0, 1, 1), interactive_depth=interactive)
+    pool = spec(interactive_target_wait_s=target)
+    assert policy.required_browsers(observation, pool) == need
