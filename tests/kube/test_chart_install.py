@@ -269,11 +269,11 @@ def test_helm_install_then_uninstall_leaves_nothing_behind(
 # --- the chart's RBAC, as the operator's own ServiceAccount --------------------------------------
 
 MAY = [
-    ("get", "reportpools.reportfarm.io"),
+    ("list", "reportpools.reportfarm.io"),
     ("watch", "reportpools.reportfarm.io"),
     ("patch", "reportpools.reportfarm.io/status"),
     ("create", "deployments.apps"),
-    ("delete", "deployments.apps"),
+    ("patch", "deployments.apps"),
     ("patch", "services"),
     ("create", "configmaps"),
     ("create", "poddisruptionbudgets.policy"),
@@ -287,10 +287,13 @@ MAY_NOT = [
     ("create", "secrets"),
     ("delete", "pods"),
     ("create", "pods"),
+    ("delete", "deployments.apps"),
     ("delete", "reportpools.reportfarm.io"),
     ("create", "roles.rbac.authorization.k8s.io"),
     ("create", "pods/exec"),
     ("update", "deployments.apps/scale"),
+    ("list", "namespaces"),
+    ("list", "customresourcedefinitions.apiextensions.k8s.io"),
 ]
 
 

@@ -1,50 +1,50 @@
 {{/*
-The operator's permissions, least privilege. Why each one is needed:
+The operator's permissions, least privilege: exactly the calls it makes (its end-to-end test runs
+it as a ServiceAccount holding only these). Why each one is needed:
 
-  reportfarm.io reportpools                get list watch patch update  kopf watches them; patches
-                                                                         its finalizer/annotations
-  reportfarm.io reportpools/status         get patch update             decisions, conditions
-  apps deployments                          get list watch create patch update delete
-                                                                         the renderers of a pool
-  "" services                               (same)                       headless metrics Service
-  "" configmaps                             (same)                       inline templates
-  policy poddisruptionbudgets               (same)                       one renderer evicted at a time
-  "" pods                                   get list watch patch         read renderers' IPs and
-                                                                         readiness; set the
-                                                                         pod-deletion-cost annotation
-  "" events, events.k8s.io events           create patch                 kopf's and our Events
-  "" secrets                                get                          the queue connection string
-                                                                         and admin token a pool names
-  kopf.dev kopfpeerings                     get list watch patch         only with peering.enabled
-  (cluster-wide, in reportfarm.clusterRules):
-  apiextensions.k8s.io customresourcedefinitions  get list watch        kopf resolves resources
-  "" namespaces                             list watch                   kopf lists them even for one
-                                                                         namespace (else 9 retries
-                                                                         and a fallback at start-up)
-  kopf.dev clusterkopfpeerings              get list watch patch         peering, all-namespaces mode
+  reportfarm.io reportpools                list watch patch     kopf watches them; patches its
+                                                                  annotations (progress, last state)
+  reportfarm.io reportpools/status         patch                decisions, conditions
+  apps deployments                          get create patch     the renderers of a pool
+  "" services                               get create patch     headless metrics Service
+  policy poddisruptionbudgets               get create patch     one renderer evicted at a time
+  "" configmaps                             get create update delete
+                                                                  inline templates
+  "" pods                                   list patch           read renderers' IPs and readiness;
+                                                                  set pod-deletion-cost
+  "" events                                 create               kopf's and our Events
+  "" secrets                                get                  the queue connection string and
+                                                                  admin token a pool names
+  kopf.dev kopfpeerings                     get list watch patch only with peering.enabled
+  (cluster-wide, all-namespaces mode with peering):
+  kopf.dev clusterkopfpeerings              get list watch patch
+The operator turns off kopf's CRD and namespace scanning, so it needs no cluster-scoped read.
 */}}
 {{- define "reportfarm.namespacedRules" -}}
 - apiGroups: ["reportfarm.io"]
   resources: ["reportpools"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["list", "watch", "patch"]
 - apiGroups: ["reportfarm.io"]
   resources: ["reportpools/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "create", "patch"]
 - apiGroups: [""]
-  resources: ["services", "configmaps"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  resources: ["services"]
+  verbs: ["get", "create", "patch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "update", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "patch"]
-- apiGroups: ["", "events.k8s.io"]
+  verbs: ["list", "patch"]
+- apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
@@ -56,12 +56,6 @@ The operator's permissions, least privilege. Why each one is needed:
 {{- end }}
 
 {{- define "reportfarm.clusterRules" -}}
-- apiGroups: ["apiextensions.k8s.io"]
-  resources: ["customresourcedefinitions"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: [""]
-  resources: ["namespaces"]
-  verbs: ["list", "watch"]
 {{- if not .Values.watchNamespace }}
 {{- if .Values.peering.enabled }}
 - apiGroups: ["kopf.dev"]
