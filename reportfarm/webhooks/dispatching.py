@@ -82,6 +82,7 @@ class Dispatcher:
         self._checks: dict[str, float] = {}
         """Batch id -> when its pending check becomes visible (monotonic): the coalescing."""
         self._manifests: dict[str, contract.BatchManifest | None] = {}
+        self._batch_locks: dict[str, asyncio.Lock] = {}
         self._session: aiohttp.ClientSession | None = None
 
     async def run(self) -> None:
@@ -179,6 +180,16 @@ class Dispatcher:
         await self._deliver(delivery, webhook, tenant=record.tenant)
 
     async def _batch_event(self, delivery: Delivery, batch_id: str) -> None:
+        # One check of a batch at a time here: a second one then finds the first's delivery in
+        # the log. Dispatchers in other processes may still both send: hence the key.
+        if len(self._batch_locks) > 10_000 and not any(
+            lock.locked() for lock in self._batch_locks.values()
+        ):
+            self._batch_locks.clear()
+        async with self._batch_locks.setdefault(batch_id, asyncio.Lock()):
+            await self._check_batch(delivery, batch_id)
+
+    async def _check_batch(self, delivery: Delivery, batch_id: str) -> None:
         manifest = await self._manifest(batch_id)
         if manifest is None or not manifest.callback_url:
             await self.events.delete(delivery)
