@@ -189,6 +189,14 @@ class Farm:
         await wait_for(lambda: _at_least(self.queue, count), timeout=timeout)
         return await self.poison()
 
+    async def poison_reason(self, job_id: str, *, timeout: float = 60.0) -> str:
+        """The reason the poison queue holds for a job (waiting for it to arrive)."""
+
+        async def found() -> str | None:
+            return poison_reasons(await self.poison()).get(job_id)
+
+        return str(await wait_for(found, timeout=timeout))
+
     async def serving(self) -> dict[str, int]:
         """After a bad job: a good one still renders; the pool is whole and nobody is stuck."""
         job_id = await self.client.submit(
