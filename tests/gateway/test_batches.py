@@ -172,6 +172,27 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
         check=True,
     )
     assert "COMPLETED" in table.stderr + table.stdout
+    out = template_dir.parent / "out"
+    await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "reportfarm.cli",
+            "batch",
+            "download",
+            batch_id,
+            "--out",
+            str(out),
+            "--merge",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert len(pypdf.PdfReader(out / f"{batch_id}.pdf").pages) == COUNT
 
 
 async def test_a_jsonl_upload_with_a_template_parameter(

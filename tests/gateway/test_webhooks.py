@@ -116,6 +116,34 @@ async def test_a_batch_announces_its_end_once(
     assert [entry["outcome"] for entry in log] == ["delivered"]
 
 
+@pytest.mark.chromium
+async def test_a_receiver_that_never_answers_well_is_given_up_on_with_a_log(
+    storage: StorageSettings, template_dir: Path, client: ReportFarmClient
+) -> None:
+    hooks = WebhookSettings(
+        default_secret=SECRET,
+        policy=netpolicy.NetworkPolicy(allow_private=True),
+        max_attempts=2,
+        backoff_s=1.0,
+        poll_max_s=0.2,
+    )
+    async with (
+        receiver(fail_first=1000) as hook,
+        farm(storage, template_dir, webhooks=hooks) as gateway,
+    ):
+        body = {"template": "plain", "data": {"name": "x"}, "callback_url": hook.url}
+        async with gateway.http.post(
+            gateway.at("/v1/reports"), json=body, headers=auth()
+        ) as response:
+            assert response.status == 200
+            job_id = response.headers["X-Reportfarm-Job-Id"]
+        await wait_for(lambda: client.events.poison_depth(), timeout=30)
+    assert hook.calls == 2
+    log = await delivering.read_log(client.blobs, job_id)
+    assert [entry["outcome"] for entry in log] == ["failed", "gave_up"]
+    assert await client.events.depth() == 0
+
+
 async def test_a_callback_to_a_private_address_is_refused_unless_allowed(
     storage: StorageSettings,
 ) -> None:
