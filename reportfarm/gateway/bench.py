@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -138,6 +139,7 @@ async def run(*, bulk: int, interactive: int, rounds: int, pool_size: int) -> di
             loaded.bulk_done_after = await _bulk_done(http, url, batch_id)
     idle_s, loaded_s = idle.summary(), loaded.summary()
     return {
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "bulk_items": bulk,
         "interactive_concurrency": interactive,
         "rounds": rounds,
@@ -185,7 +187,8 @@ def main(*, bulk: int, interactive: int, rounds: int, pool_size: int, as_json: b
     verdict = "within" if result["p95_ratio"] <= 2 else "NOT within"
     table.caption = (
         f"loaded/idle: p50 x{result['p50_ratio']:.2f}, p95 x{result['p95_ratio']:.2f} "
-        f"({verdict} 2x); batch of {bulk} submitted in {result['batch_submit_s']} s"
+        f"({verdict} 2x); batch of {bulk} submitted in {result['batch_submit_s']} s; "
+        f"machine load average {result['load_average_1m']} (other work skews the figures)"
     )
     Console().print(table)
     return 0
