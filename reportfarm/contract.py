@@ -45,6 +45,44 @@ class ContractError(ValueError):
     """A message or a job that breaks the contract. Permanent: retrying will not help."""
 
 
+_OPTIONAL_TEXT = (str, type(None))
+_NUMBER = (int, float)
+_PDF_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(
+        ("format", "width", "height"),
+        _OPTIONAL_TEXT,
+    ),
+    **dict.fromkeys(
+        ("margin_top", "margin_right", "margin_bottom", "margin_left"),
+        (str,),
+    ),
+    **dict.fromkeys(("header_template", "footer_template"), (str,)),
+    **dict.fromkeys(
+        ("landscape", "print_background", "display_header_footer", "prefer_css_page_size"),
+        (bool,),
+    ),
+    "scale": _NUMBER,
+}
+_JOB_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(
+        ("data_blob", "output_blob", "batch_id", "tenant", "lane", "callback_url"),
+        _OPTIONAL_TEXT,
+    ),
+    "item_index": (int, type(None)),
+    "submitted_at": (*_NUMBER, type(None)),
+    "version": (int,),
+}
+
+
+def _check_types(value: object, types: Mapping[str, tuple[type, ...]], *, prefix: str = "") -> None:
+    """JSON gives any type anywhere: refuse a wrong one with a ContractError, never a TypeError."""
+    for name, allowed in types.items():
+        field = getattr(value, name)
+        wrong_bool = isinstance(field, bool) and bool not in allowed
+        if not isinstance(field, allowed) or wrong_bool:
+            raise ContractError(f"{prefix}{name} {field!r} has the wrong type")
+
+
 Lane = Literal["interactive", "bulk"]
 LANES: tuple[Lane, ...] = ("interactive", "bulk")
 
@@ -110,6 +148,7 @@ class PdfOptions:
     """A template's CSS ``@page`` size wins over the format."""
 
     def validate(self) -> None:
+        _check_types(self, _PDF_TYPES, prefix="pdf.")
         if self.format is not None and self.format not in PAPER_FORMATS:
             raise ContractError(f"pdf.format {self.format!r} is not one of {sorted(PAPER_FORMATS)}")
         if (self.width is None) != (self.height is None):
@@ -186,6 +225,7 @@ class Job:
         return self.output_blob or default_output_blob(self.job_id)
 
     def validate(self) -> None:
+        _check_types(self, _JOB_TYPES)
         if self.version != SCHEMA_VERSION:
             raise ContractError(f"unknown message version {self.version!r} (this farm speaks 1)")
         if not isinstance(self.job_id, str) or not _ID_RE.match(self.job_id):
@@ -280,6 +320,8 @@ def decode_message(content: str | bytes) -> Job:
         body = json.loads(text)
     except json.JSONDecodeError as error:
         raise ContractError(f"message is not JSON: {error}") from None
+    except RecursionError:
+        raise ContractError("message is JSON nested too deep to be a job") from None
     return Job.from_dict(body)
 
 
@@ -304,7 +346,7 @@ def peek_job_id(content: str | bytes) -> str | None:
     """Best effort: the job id of a message that failed to decode, to name its result record."""
     try:
         body = json.loads(_unwrap(_as_bytes(content)))
-    except (ContractError, ValueError):
+    except (ContractError, ValueError, RecursionError):
         return None
     job_id = body.get("job_id") if isinstance(body, dict) else None
     return job_id if isinstance(job_id, str) and _ID_RE.match(job_id) else None
@@ -344,9 +386,20 @@ class ResultRecord:
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> ResultRecord:
-        body = json.loads(raw)
+        """Read a result blob; a corrupt one raises ContractError (never another error)."""
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as error:
+            raise ContractError(f"result record is not JSON: {error}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("job_id"), str):
+            raise ContractError("result record is not an object with a job_id")
+        if body.get("state") not in ("succeeded", "failed"):
+            raise ContractError(f"result record has an unknown state {body.get('state')!r}")
         known = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in body.items() if key in known})
+        try:
+            return cls(**{key: value for key, value in body.items() if key in known})
+        except TypeError as error:
+            raise ContractError(f"malformed result record: {error}") from None
 
 
 def completion_event(record: ResultRecord) -> str:
@@ -465,7 +518,34 @@ class BatchRetry:
         return cls(at=float(body["at"]), items=tuple(int(index) for index in body["items"]))
 
 
-def poison_message(*, reason: str, original: str, job_id: str | None, attempts: int) -> str:
-    """The text put on the poison queue: the original message and why it failed (plain JSON)."""
-    body = {"reason": reason, "job_id": job_id, "attempts": attempts, "original": original}
+POISON_INLINE_LIMIT = 24 * 1024
+"""Longest original message a poison message carries whole; a longer one is kept in a blob,
+so that a poison message always fits the queue's 64 KiB (reason and escaping included)."""
+
+
+def poison_original_blob(message_id: str) -> str:
+    """Where the whole original of a long poisoned message is kept."""
+    return f"poison/{message_id}.txt"
+
+
+def poison_message(
+    *,
+    reason: str,
+    original: str,
+    job_id: str | None,
+    attempts: int,
+    original_blob: str | None = None,
+) -> str:
+    """The text put on the poison queue: the original message and why it failed (plain JSON).
+
+    With ``original_blob``, the original is cut to its first KiB here and kept whole in that blob.
+    """
+    body: dict[str, Any] = {
+        "reason": reason[:4096],
+        "job_id": job_id,
+        "attempts": attempts,
+        "original": original if original_blob is None else original[:1024],
+    }
+    if original_blob is not None:
+        body.update(original_blob=original_blob, original_chars=len(original))
     return json.dumps(body, ensure_ascii=False)

@@ -206,9 +206,16 @@ class JobRunner:
             record.error_kind = "exhausted" if "deliveries" in reason else "permanent"
             await self.blobs.put_result(record)
             await self._announce(record)
+        original_blob = None
+        if len(delivery.content) > contract.POISON_INLINE_LIMIT:  # keep it whole, nothing lost
+            original_blob = contract.poison_original_blob(delivery.message_id)
+            content = delivery.content.encode("utf-8", "surrogatepass")
+            await self.blobs.put(original_blob, content, content_type="text/plain")
         async with lease.lock:
             lease.done = True
-            await lease.queue.poison(delivery, reason=reason, job_id=job_id)
+            await lease.queue.poison(
+                delivery, reason=reason, job_id=job_id, original_blob=original_blob
+            )
         template = job.template if job else "unknown"
         kind = _reason_kind(reason)
         self.metrics.poisoned.labels(reason=kind).inc()

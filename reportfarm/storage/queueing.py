@@ -94,13 +94,24 @@ class JobQueue:
         except azure_errors.ResourceNotFoundError:
             logger.warning("message %s was already deleted", delivery.message_id)
 
-    async def poison(self, delivery: Delivery, *, reason: str, job_id: str | None) -> None:
-        """Move a message to the poison queue with its reason, then delete the original."""
+    async def poison(
+        self,
+        delivery: Delivery,
+        *,
+        reason: str,
+        job_id: str | None,
+        original_blob: str | None = None,
+    ) -> None:
+        """Move a message to the poison queue with its reason, then delete the original.
+
+        A message longer than ``contract.POISON_INLINE_LIMIT`` must have been saved whole in
+        ``original_blob`` first (the poison message then carries only its beginning)."""
         text = contract.poison_message(
             reason=reason,
             original=delivery.content,
             job_id=job_id,
             attempts=delivery.dequeue_count,
+            original_blob=original_blob,
         )
         await self._poison.send_message(text, time_to_live=-1)
         await self.delete(delivery)

@@ -7,9 +7,9 @@ input nested deeper than Python's recursion limit.
 
 On the real queue, every bad message ends in ``<queue>-poison`` with its reason (and, when it names
 a job, a failed result record), and the worker never stops: its task runs, ``/readyz`` says 200
-and a good job sent after them succeeds. Messages the renderer cannot settle today are marked
-``xfail(strict=True)`` with the defect: each of them would come back after every visibility
-timeout, for the queue's whole message TTL, instead of reaching the poison queue.
+and a good job sent after them succeeds. ``FORMER_DEFECTS`` lists messages that once could not be
+settled (they came back after every visibility timeout instead of reaching the poison queue),
+with what broke: they stay here as regression tests.
 """
 
 from __future__ import annotations
@@ -78,13 +78,6 @@ def test_every_job_field_with_any_json_value_is_accepted_or_refused_cleanly(
     assert contract.decode_message(contract.encode_message(decoded)) == decoded
 
 
-@pytest.mark.xfail(  # no raises=: hypothesis reports several distinct errors as a group
-    strict=True,
-    reason="defect: contract.PdfOptions.validate (and Job.validate for submitted_at) compare "
-    "and measure values without checking their types: pdf.scale 'x', pdf.format ['A4'] or "
-    "pdf.header_template 5 raise TypeError instead of ContractError (fix: check each field's "
-    "type first and raise ContractError)",
-)
 @given(
     st.dictionaries(st.sampled_from(PDF_FIELDS), json_values, min_size=1, max_size=4),
 )
@@ -125,13 +118,6 @@ def test_result_records_round_trip_and_ignore_fields_they_do_not_know(
     assert contract.ResultRecord.from_json(json.dumps({**body, **extra})) == record
 
 
-@pytest.mark.xfail(  # no raises=: hypothesis reports several distinct errors as a group
-    strict=True,
-    reason="defect: contract.ResultRecord.from_json assumes a JSON object with job_id and "
-    "state: a result blob holding [] or null raises AttributeError, {} raises TypeError; a "
-    "client waiting on it crashes instead of seeing a corrupt record (fix: raise ContractError "
-    "unless it is an object with a string job_id and a known state)",
-)
 @given(json_values)
 def test_any_json_in_a_result_blob_reads_as_a_record_or_a_clean_error(value: Any) -> None:
     try:
@@ -150,14 +136,6 @@ DEEP = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="defect: contract.decode_message and contract.peek_job_id let json.loads' "
-    "RecursionError through (a message nested ~1,000 levels deep, well inside 64 KiB); the "
-    "job runner catches only ContractError, so the message is never settled (fix: catch "
-    "RecursionError beside JSONDecodeError: ContractError in decode_message, None in peek)",
-)
 @pytest.mark.parametrize("raw", DEEP)
 def test_deeply_nested_messages_are_refused_cleanly(raw: bytes) -> None:
     assert len(raw) < contract.MAX_QUEUE_MESSAGE_BYTES  # the queue takes it
@@ -287,7 +265,7 @@ def unsettled_messages() -> dict[str, str]:
 
 
 UNSETTLED_SENT: dict[str, float] = {}
-UNSETTLED_DEFECTS = {
+FORMER_DEFECTS = {  # what each case once broke (fixed; kept as regression tests)
     "64-kib-of-junk": "JobQueue.poison (reportfarm/storage/queueing.py) sends the whole original "
     "inside the poison message: a message near the queue's 64 KiB limit makes a poison "
     "message over it, Azure refuses it, the job is never settled (fix: truncate the original "
@@ -308,15 +286,11 @@ UNSETTLED_DEFECTS = {
 @pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize(
     "case",
-    [
-        pytest.param(
-            case,
-            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"defect: {why}"),
-        )
-        for case, why in UNSETTLED_DEFECTS.items()
-    ],
+    [pytest.param(case, id=case) for case in FORMER_DEFECTS],
 )
-async def test_messages_the_renderer_cannot_settle_yet(bad: Farm, case: str) -> None:
+async def test_messages_that_once_stuck_are_poisoned_with_their_reason(
+    bad: Farm, case: str
+) -> None:
     loop = asyncio.get_running_loop()
     if not UNSETTLED_SENT:  # all at once, one shared deadline: the cases wait together
         for text in unsettled_messages().values():
