@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import time
 from typing import Any
@@ -23,6 +24,8 @@ from aiohttp import web
 from reportfarm import batches, contract, netpolicy
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.gateway.context import CLIENT, METRICS, SETTINGS, TENANT, backpressure, problem
+
+logger = logging.getLogger(__name__)
 
 _REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url"})
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -147,8 +150,15 @@ async def post_report(request: web.Request) -> web.Response:
         contract.job_note_blob(job.job_id)
     )
     if not known:  # a repeated Idempotency-Key sends nothing new
-        await _note(client, job)
-        await client.send_job(job)
+        # Both at once: the sooner the job is on the lane, the sooner a renderer takes it. A job
+        # whose note failed is still served; only its GET answers 404 until it has a record.
+        noted, sent = await asyncio.gather(
+            _note(client, job), client.send_job(job), return_exceptions=True
+        )
+        if isinstance(sent, BaseException):
+            raise sent
+        if isinstance(noted, BaseException):
+            logger.warning("could not note job %s: %s", job.job_id, noted)
         request.app[METRICS].jobs.labels(lane="interactive").inc()
     wait = min(wait_s, settings.max_wait_s)
     record = await await_record(client, job.job_id, wait_s=wait, poll_s=settings.poll_s)
