@@ -125,9 +125,9 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             parts.draining = True
             sampler.cancel()
             await worker.drain(timeout=settings.drain_timeout)
-            loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop_task
+            # A receive in flight when the drain began ends by handing its messages back.
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(loop_task, timeout=15)
 
 
 def _bound_port(app_runner: web.AppRunner, fallback: int) -> int:

@@ -1,9 +1,8 @@
 """The queue worker: receive as many jobs as the pool has room for, keep them leased, drain.
 
 - Receives in batches sized to the pool's free capacity (at most 32, Azure's limit).
-- Lanes: the interactive lane is asked first, except on every ``interactive_weight + 1``-th
-  receive, when bulk goes first: bulk gets a weighted share under a steady interactive load,
-  and never starves; either lane takes what the other leaves.
+- Lanes: the interactive lane is asked first; bulk gets what is left, limited to a weighted
+  share while interactive traffic is live (``lanes.LaneShare``), so it never starves.
 - A lease keeper extends every running job's visibility at a third of the visibility timeout,
   so a render longer than the timeout is never delivered twice.
 - Storage outages: each failed receive backs off (with jitter) and the loop goes on.
@@ -17,10 +16,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 
 from reportfarm import backoff
 from reportfarm.storage import errors as storage_errors
 from reportfarm.storage.queueing import MAX_BATCH, JobQueue
+from reportfarm_renderer import lanes as lanes_module
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.jobs import JobRunner, Lease
 from reportfarm_renderer.metrics import RendererMetrics
@@ -43,8 +44,7 @@ class QueueWorker:
         self.runner = runner
         self.lanes = lanes
         """Queues in priority order: the interactive lane first, then bulk (the farm's queue)."""
-        self.interactive_weight = interactive_weight
-        self._turn = 0
+        self.share = lanes_module.LaneShare(weight=interactive_weight)
         self.pool = pool
         self.metrics = metrics
         self.visibility_timeout = visibility_timeout
@@ -83,6 +83,10 @@ class QueueWorker:
                 if received is None:  # storage error: back off and go on
                     pause = backoff.compute_backoff(self._failures, factor=0.5, max_backoff=30)
                     continue
+                if self._stopping.is_set():  # drain began during this receive: hand them back
+                    for lease in received:
+                        await self._release(lease)
+                    break
                 for lease in received:
                     self._start(lease)
                 pause = 0.0 if received else min(self.poll_max_s, max(0.05, pause * 2 or 0.05))
@@ -91,23 +95,33 @@ class QueueWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
 
-    def _lane_order(self) -> list[JobQueue]:
-        self._turn += 1
-        if len(self.lanes) > 1 and self._turn % (self.interactive_weight + 1) == 0:
-            return [*self.lanes[1:], self.lanes[0]]
-        return self.lanes
+    def _plan(self, wanted: int) -> Iterator[tuple[JobQueue, int]]:
+        """(queue, how many to ask for), in order; sizes are decided as the receives go."""
+        if len(self.lanes) == 1:
+            yield self.lanes[0], wanted
+            return
+        interactive, bulk = self.lanes
+        yield bulk, self.share.bulk_first(wanted)
+        yield interactive, wanted
+        yield bulk, self.share.bulk_after(wanted)
 
     async def _receive(self, wanted: int) -> list[Lease] | None:
         leases: list[Lease] = []
         queue = self.lanes[0]
         try:
-            for queue in self._lane_order():
-                if len(leases) >= wanted:
-                    break
+            for queue, room in self._plan(wanted):
+                room = min(room, wanted - len(leases))
+                if room <= 0:
+                    continue
                 deliveries = await queue.receive(
-                    max_messages=wanted - len(leases), visibility_timeout=self.visibility_timeout
+                    max_messages=room, visibility_timeout=self.visibility_timeout
                 )
                 leases += [Lease(delivery, queue) for delivery in deliveries]
+                if len(self.lanes) > 1:
+                    if queue is self.lanes[0]:
+                        self.share.interactive_started(len(deliveries))
+                    else:
+                        self.share.bulk_started(len(deliveries))
         except Exception as error:
             for lease in leases:  # what the first lane gave is ours now: run it
                 self._start(lease)
