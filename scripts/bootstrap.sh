@@ -17,9 +17,13 @@ if ((${#need_apt[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
-if ! python3 -c "import reportfarm, playwright, kopf, pytest_asyncio" 2>/dev/null; then
+# Reinstall whenever pyproject.toml changed since the last install (a stamp in tools/).
+mkdir -p tools
+stamp="tools/.pip-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ] || ! python3 -c "import reportfarm, playwright, kopf" 2>/dev/null; then
   echo "bootstrap: pip install -e .[dev]"
-  python3 -m pip install -q -e ".[dev]"
+  python3 -m pip install -q --root-user-action=ignore -e ".[dev]"
+  rm -f tools/.pip-* && touch "$stamp"
 fi
 
 AZURITE_VERSION=3.37.0
