@@ -1,0 +1,8 @@
+"""The parts of ``reportfarm bench`` (the entry point is :mod:`reportfarm_renderer.bench`).
+
+- :mod:`.documents`: the example reports, rendered to HTML once.
+- :mod:`.measuring`: the closed loop that drives a strategy, percentiles, PDF checks.
+- :mod:`.strategies`: the four ways to print a PDF, side by side in one process.
+- :mod:`.end_to_end`: the whole path through the queue (Azurite) and an in-process renderer.
+- :mod:`.reporting`: the table, the JSON and the plot.
+"""

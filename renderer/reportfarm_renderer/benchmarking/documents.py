@@ -1,0 +1,43 @@
+"""The benchmark's documents: the example reports and the batch lines, rendered to HTML once."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reportfarm import contract
+from reportfarm_renderer import local, templates
+
+TEMPLATES = local.EXAMPLES / "templates"
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """One report: its template and data (for strategies that render), and the HTML rendered up
+    front (for those that only print)."""
+
+    template: str
+    data: Mapping[str, Any]
+    pdf: contract.PdfOptions
+    html: str
+
+    @property
+    def pdf_kwargs(self) -> dict[str, Any]:
+        return self.pdf.playwright_kwargs()
+
+
+def load(folder: Path = TEMPLATES) -> tuple[templates.TemplateCatalog, list[Document]]:
+    """The catalog and every example job (``examples/data/*.json``, then ``batch.jsonl``)."""
+    catalog = templates.TemplateCatalog.load(folder)
+    documents = [
+        Document(
+            template=item.template,
+            data=item.data,
+            pdf=item.pdf or contract.PdfOptions(),
+            html=catalog.render(item.template, item.data),
+        )
+        for item in local.example_submissions(None)
+    ]
+    return catalog, documents

@@ -1,0 +1,213 @@
+"""End to end: the client submits to the queue (an embedded Azurite), an in-process renderer
+(:func:`reportfarm_renderer.service.running`, production settings) takes the jobs and stores
+PDFs and result records.
+
+Times are the server's, from each job's result record: ``finished_at - submitted_at`` is
+submit-to-stored (the client stamps ``submitted_at`` before it sends; the runner stamps
+``finished_at`` once the PDF is uploaded, just before the record is written). The client's own
+view would add its polling interval (0.25 s by default) to every sample: a property of the
+waiting client, not of the farm. Both clocks are this machine's.
+
+- **Throughput** (:meth:`Farm.throughput`, in chunks the caller interleaves with the other
+  strategies): a chunk's jobs are submitted at once; its span runs from the first job's start
+  (its finish less its stage times: when the worker took it) to the last one's finish, the span
+  the in-process strategies use. The time a job waits for the worker's next receive is latency,
+  not throughput, and it is in the latency figures.
+- **Latency** (:meth:`Farm.latency_phases`): lone jobs (a single render through the same path)
+  and bursts of 20 concurrent submissions, alternating, each after a random idle pause so a job
+  meets the worker's empty-queue polling at a random phase, as it would in production.
+
+At the end every stored PDF is downloaded and checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+import statistics
+from collections.abc import AsyncIterator, Sequence
+
+from reportfarm import azurite, contract
+from reportfarm.client import ReportFarmClient, Submission
+from reportfarm.settings import StorageSettings
+from reportfarm_renderer import service
+from reportfarm_renderer.benchmarking import measuring
+from reportfarm_renderer.benchmarking.documents import Document
+from reportfarm_renderer.settings import RendererSettings
+
+QUEUE = CONTAINER = "bench"
+WAIT_TIMEOUT_S = 600.0
+WAIT_POLL_S = 1.0
+"""How often the client looks for result records. Times come from the records, so a slow poll
+costs no accuracy, and it keeps the client's reads from taking CPU from the renderer."""
+STAGES = ("load_data", "render_html", "pdf_generation", "storage_upload")
+
+
+class JobsFailed(RuntimeError):
+    """Some benchmark jobs did not succeed (or did not finish in time)."""
+
+
+@dataclasses.dataclass
+class Phases:
+    """How many lone jobs and bursts to measure, and how long to idle before each."""
+
+    singles: int
+    bursts: int
+    burst: int = 20
+    pause_s: tuple[float, float] = (0.3, 2.5)
+
+
+@dataclasses.dataclass
+class EndToEnd:
+    """What the end-to-end phases measured."""
+
+    single_s: list[float] = dataclasses.field(default_factory=list)
+    single_queue_wait_s: list[float] = dataclasses.field(default_factory=list)
+    burst_s: list[float] = dataclasses.field(default_factory=list)
+    burst_queue_wait_s: list[float] = dataclasses.field(default_factory=list)
+    throughput: list[contract.ResultRecord] = dataclasses.field(default_factory=list)
+    throughput_span_s: float = 0.0
+    outputs: list[str] = dataclasses.field(default_factory=list)
+    check: measuring.Run = dataclasses.field(default_factory=lambda: measuring.Run("end_to_end"))
+    """The PDF tally and sample (its timings are unused)."""
+
+    @property
+    def pdf_per_s(self) -> float:
+        spans = self.throughput_span_s
+        return len(self.throughput) / spans if spans > 0 else 0.0
+
+    def browser_utilization(self, pool_size: int) -> float:
+        """The share of the throughput spans the browsers spent printing (``pdf_generation``,
+        which includes any wait to borrow one): what the queue path leaves of the ceiling."""
+        printing = sum(r.stages_ms.get("pdf_generation", 0.0) for r in self.throughput) / 1000
+        spans = self.throughput_span_s * pool_size
+        return printing / spans if spans > 0 else 0.0
+
+    def summary(self, phases: Phases, *, pool_size: int) -> dict[str, object]:
+        single_ms = statistics.median(self.single_s) * 1000 if self.single_s else float("nan")
+        loads = self.check.loads
+        return {
+            "pdf_per_s": round(self.pdf_per_s, 2),
+            "p50_ms": _ms(measuring.percentile(self.burst_s, 50)),
+            "p95_ms": _ms(measuring.percentile(self.burst_s, 95)),
+            "single_ms": round(single_ms, 1),
+            "single_samples_ms": [_ms(value) for value in self.single_s],
+            "burst": phases.burst,
+            "bursts": phases.bursts,
+            "single_queue_wait_p50_ms": _ms(measuring.percentile(self.single_queue_wait_s, 50)),
+            "queue_wait_p50_ms": _ms(measuring.percentile(self.burst_queue_wait_s, 50)),
+            "browser_utilization": round(self.browser_utilization(pool_size), 3),
+            "stages_p50_ms": {
+                stage: _ms(
+                    measuring.percentile(
+                        [r.stages_ms.get(stage, 0.0) / 1000 for r in self.throughput], 50
+                    )
+                )
+                for stage in STAGES
+            },
+            "jobs": len(self.throughput),
+            "pdfs": len(self.outputs),
+            "valid_pdfs": self.check.valid,
+            "load1": round(statistics.fmean(loads), 2) if loads else None,
+        }
+
+
+class Farm:
+    """A running renderer and a client; each method is one phase, adding to :attr:`result`."""
+
+    def __init__(
+        self, client: ReportFarmClient, documents: Sequence[Document], rng: random.Random
+    ) -> None:
+        self.client = client
+        self.documents = documents
+        self.rng = rng
+        self.result = EndToEnd()
+
+    async def warm_up(self, count: int) -> None:
+        await self._complete(count)
+
+    async def throughput(self, count: int, *, offset: int = 0) -> None:
+        """One chunk of ``count`` jobs submitted at once."""
+        self.result.check.loads.append(measuring.load_average())
+        records = await self._complete(count, offset=offset)
+        first = min(_started_at(record) for record in records)
+        last = max(record.finished_at or 0.0 for record in records)
+        self.result.throughput_span_s += last - first
+        self.result.throughput += records
+
+    async def latency_phases(self, phases: Phases) -> None:
+        """Lone jobs and bursts, alternating, each after a random pause."""
+        for index in range(max(phases.singles, phases.bursts)):
+            if index < phases.singles:
+                await asyncio.sleep(self.rng.uniform(*phases.pause_s))
+                records = await self._complete(1, offset=index)
+                self.result.single_s += [_latency(record) for record in records]
+                self.result.single_queue_wait_s += [_queue_wait(record) for record in records]
+            if index < phases.bursts:
+                await asyncio.sleep(self.rng.uniform(*phases.pause_s))
+                records = await self._complete(phases.burst)
+                self.result.burst_s += [_latency(record) for record in records]
+                self.result.burst_queue_wait_s += [_queue_wait(record) for record in records]
+
+    async def check_pdfs(self) -> None:
+        """Download every measured job's PDF and check it."""
+        for name in self.result.outputs:
+            self.result.check.keep(await self.client.blobs.get(name))
+
+    async def _complete(self, count: int, *, offset: int = 0) -> list[contract.ResultRecord]:
+        """Submit ``count`` documents concurrently and wait for all of their result records."""
+        items = [
+            Submission(template=d.template, data=d.data, pdf=d.pdf)
+            for d in (self.documents[(offset + i) % len(self.documents)] for i in range(count))
+        ]
+        job_ids = await asyncio.gather(*(self.client.submit(item) for item in items))
+        results = await self.client.wait(job_ids, timeout_s=WAIT_TIMEOUT_S, poll_s=WAIT_POLL_S)
+        records = [record for record in results.values() if record is not None]
+        failed = [record for record in records if record.state != "succeeded"]
+        if failed or len(records) < len(job_ids):
+            reasons = "; ".join(sorted({str(record.error) for record in failed}))[:500]
+            raise JobsFailed(
+                f"{len(job_ids) - len(records)} job(s) unfinished, {len(failed)} failed: {reasons}"
+            )
+        self.result.outputs += [record.output_blob or "" for record in records]
+        return records
+
+
+@contextlib.asynccontextmanager
+async def running(
+    documents: Sequence[Document], *, settings: RendererSettings, rng: random.Random
+) -> AsyncIterator[Farm]:
+    """An embedded Azurite, a renderer with ``settings`` (storage replaced) and a client."""
+    server = azurite.Azurite()
+    await asyncio.to_thread(server.start)
+    try:
+        connection = server.connection_string
+        storage = StorageSettings(connection_string=connection, queue=QUEUE, container=CONTAINER)
+        async with (
+            service.running(dataclasses.replace(settings, storage=storage)),
+            ReportFarmClient(connection, queue=QUEUE, container=CONTAINER) as client,
+        ):
+            await client.ensure()
+            yield Farm(client, documents, rng)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def _latency(record: contract.ResultRecord) -> float:
+    return (record.finished_at or 0.0) - (record.submitted_at or 0.0)
+
+
+def _started_at(record: contract.ResultRecord) -> float:
+    """When the runner took the job: its finish less the time of its stages."""
+    spent = sum(record.stages_ms.get(stage, 0.0) for stage in STAGES) / 1000
+    return (record.finished_at or 0.0) - spent
+
+
+def _queue_wait(record: contract.ResultRecord) -> float:
+    return _started_at(record) - (record.submitted_at or 0.0)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)

@@ -1,0 +1,143 @@
+"""The four ways to print, each an async context manager that yields a :data:`Job`.
+
+All of them use the same Chromium binary and launch flags (:data:`browser.BASE_ARGS`):
+
+- ``browser_per_job``: launch a browser, open a page, print, close the browser.
+- ``context_per_job``: the reference design: one browser per lane, a new BrowserContext and Page
+  per job, closed after (Playwright's defaults, as the design had them; no network guard).
+- ``reportfarm``: our :class:`~reportfarm_renderer.pool.BrowserPool` of
+  :meth:`~reportfarm_renderer.browser.ChromiumLauncher.new_worker` workers (warm page, reset,
+  real network guard) with the production pool settings, and the template rendered per job
+  (``render_html`` in a thread, as the job runner does).
+- ``ceiling``: one warm page per lane (JavaScript off, as our warm page) printing pre-rendered
+  HTML: ``set_content`` and ``pdf`` and nothing else: no guard, no reset, no pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+from playwright.async_api import Browser, Page
+
+from reportfarm_renderer import browser, templates
+from reportfarm_renderer import pool as pooling
+from reportfarm_renderer.benchmarking.documents import Document
+from reportfarm_renderer.benchmarking.measuring import Job
+from reportfarm_renderer.settings import RendererSettings
+
+
+class Lab:
+    """What the strategies share: the started launcher (one Playwright driver, the Chromium
+    binary it resolved, the guard), the template catalog and the renderer's settings."""
+
+    def __init__(
+        self,
+        launcher: browser.ChromiumLauncher,
+        *,
+        catalog: templates.TemplateCatalog,
+        settings: RendererSettings,
+    ) -> None:
+        self.launcher = launcher
+        self.catalog = catalog
+        self.settings = settings
+        self.chromium_version: str | None = None
+
+    async def launch(self) -> Browser:
+        """A plain browser with the farm's flags (no guard)."""
+        launched = await self.launcher.playwright.chromium.launch(
+            executable_path=self.launcher.executable_path, args=list(browser.BASE_ARGS)
+        )
+        self.chromium_version = launched.version
+        return launched
+
+    async def launch_many(self, count: int) -> list[Browser]:
+        return list(await asyncio.gather(*(self.launch() for _ in range(count))))
+
+
+Strategy = Callable[[Lab, int], contextlib.AbstractAsyncContextManager[Job]]
+
+
+@contextlib.asynccontextmanager
+async def browser_per_job(lab: Lab, size: int) -> AsyncIterator[Job]:
+    async def job(lane: int, document: Document) -> bytes:
+        launched = await lab.launch()
+        try:
+            page = await launched.new_page()
+            await page.set_content(document.html, wait_until="load")
+            return await page.pdf(**document.pdf_kwargs)
+        finally:
+            await launched.close()
+
+    yield job
+
+
+@contextlib.asynccontextmanager
+async def context_per_job(lab: Lab, size: int) -> AsyncIterator[Job]:
+    browsers = await lab.launch_many(size)
+
+    async def job(lane: int, document: Document) -> bytes:
+        context = await browsers[lane].new_context()
+        try:
+            page = await context.new_page()
+            await page.set_content(document.html, wait_until="load")
+            return await page.pdf(**document.pdf_kwargs)
+        finally:
+            await context.close()
+
+    try:
+        yield job
+    finally:
+        await asyncio.gather(*(launched.close() for launched in browsers))
+
+
+@contextlib.asynccontextmanager
+async def reportfarm(lab: Lab, size: int) -> AsyncIterator[Job]:
+    settings = lab.settings
+    pool = pooling.BrowserPool(
+        lab.launcher.new_worker,
+        size=size,
+        borrow_timeout=settings.borrow_timeout,
+        launch_timeout=settings.launch_timeout,
+        render_timeout=settings.render_timeout,
+        recycle_after_jobs=settings.recycle_after_jobs,
+        recycle_rss_bytes=settings.recycle_rss_bytes,
+    )
+    catalog = lab.catalog
+
+    async def job(lane: int, document: Document) -> bytes:
+        html = await asyncio.to_thread(catalog.render, document.template, document.data)
+        javascript = catalog.wants_javascript(document.template)
+        return await pool.render(html, document.pdf, javascript=javascript)
+
+    async with pool:
+        yield job
+
+
+@contextlib.asynccontextmanager
+async def ceiling(lab: Lab, size: int) -> AsyncIterator[Job]:
+    browsers = await lab.launch_many(size)
+    pages: list[Page] = []
+    for launched in browsers:
+        context = await launched.new_context(java_script_enabled=False)
+        pages.append(await context.new_page())
+
+    async def job(lane: int, document: Document) -> bytes:
+        page = pages[lane]
+        await page.set_content(document.html, wait_until="load")
+        return await page.pdf(**document.pdf_kwargs)
+
+    try:
+        yield job
+    finally:
+        await asyncio.gather(*(launched.close() for launched in browsers))
+
+
+STRATEGIES: dict[str, tuple[Strategy, str]] = {
+    "browser_per_job": (browser_per_job, "(a) a new browser per job"),
+    "context_per_job": (context_per_job, "(b) reference: new context per job"),
+    "reportfarm": (reportfarm, "(c) our pool: warm page, guard, template"),
+    "ceiling": (ceiling, "(d) warm page printing HTML, nothing else"),
+}
+"""Name: (strategy, what it is), in the order they run."""

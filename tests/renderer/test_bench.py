@@ -1,0 +1,83 @@
+"""``reportfarm bench`` in a tiny run: the JSON's shape, valid PDFs from every strategy, the plot.
+
+A benchmark is a benchmark: no timing is asserted here, only that every number is there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import pdf_text
+
+pytestmark = [pytest.mark.chromium, pytest.mark.azurite, pytest.mark.slow]
+
+STRATEGIES = ("browser_per_job", "context_per_job", "reportfarm", "ceiling")
+RATIOS = ("reportfarm_over_context_per_job", "end_to_end_over_ceiling", "burst_p95_over_single")
+
+
+def positive(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], Path]:
+    folder = tmp_path_factory.mktemp("bench")
+    command = [
+        *(sys.executable, "-m", "reportfarm.cli", "bench", "--json"),
+        *("--jobs", "4", "--pool-size", "1"),
+        *("--plot", str(folder / "plot" / "bench.png"), "--samples", str(folder / "samples")),
+    ]
+    done = subprocess.run(command, capture_output=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    return json.loads(done.stdout), folder  # stdout holds the JSON and nothing else
+
+
+@pytest.mark.timeout(660)
+@pytest.mark.parametrize("name", [*STRATEGIES, "end_to_end"])
+def test_every_strategy_reports_its_numbers_and_valid_pdfs(
+    tiny_run: tuple[dict[str, object], Path], name: str
+) -> None:
+    report, folder = tiny_run
+    row = report[name]
+    assert isinstance(row, dict)
+    for key in ("pdf_per_s", "p50_ms", "p95_ms"):
+        assert positive(row[key]), (key, row)
+    assert row["p50_ms"] <= row["p95_ms"]
+    assert row["jobs"] == 4
+    assert row["valid_pdfs"] == row["pdfs"] >= 4
+    text = pdf_text((folder / "samples" / f"{name}.pdf").read_bytes())
+    assert "临考词汇突击" in text and "报告" in text
+
+
+@pytest.mark.timeout(660)
+def test_the_end_to_end_entry_has_the_burst_and_a_single_render(
+    tiny_run: tuple[dict[str, object], Path],
+) -> None:
+    report, _ = tiny_run
+    end_to_end = report["end_to_end"]
+    assert isinstance(end_to_end, dict)
+    assert end_to_end["burst"] == 20
+    assert positive(end_to_end["single_ms"])
+    assert end_to_end["pdfs"] >= 20 + 4  # a burst, the throughput run and the lone jobs
+    assert set(end_to_end["stages_p50_ms"]) >= {"render_html", "pdf_generation"}
+
+
+@pytest.mark.timeout(660)
+def test_ratios_parameters_and_plot(tiny_run: tuple[dict[str, object], Path]) -> None:
+    report, folder = tiny_run
+    ratios, targets, parameters = report["ratios"], report["targets"], report["parameters"]
+    assert isinstance(ratios, dict) and isinstance(targets, dict) and isinstance(parameters, dict)
+    assert set(ratios) == set(targets) == set(RATIOS)
+    assert all(positive(value) for value in ratios.values()), ratios
+    assert all(isinstance(target["met"], bool) for target in targets.values())
+    assert parameters["pool_size"] == 1 and parameters["jobs"] == 4
+    assert positive(parameters["cpu_count"])
+    assert str(parameters["chromium"])[:1].isdigit()
+    assert len(parameters["load_before"]) == len(parameters["load_after"]) == 3
+    assert (folder / "plot" / "bench.png").read_bytes().startswith(b"\x89PNG")
