@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Sequence
 from reportfarm import azurite, contract
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
+from reportfarm.simulate.metrics import percentile
 from reportfarm_renderer import service
 from reportfarm_renderer.benchmarking import measuring
 from reportfarm_renderer.benchmarking.documents import Document
@@ -70,6 +71,8 @@ class EndToEnd:
     throughput: list[contract.ResultRecord] = dataclasses.field(default_factory=list)
     throughput_span_s: float = 0.0
     outputs: list[str] = dataclasses.field(default_factory=list)
+    loads: list[float] = dataclasses.field(default_factory=list)
+    """The 1-minute load average when each throughput chunk started."""
     check: measuring.Run = dataclasses.field(default_factory=lambda: measuring.Run("end_to_end"))
     """The PDF tally and sample (its timings are unused)."""
 
@@ -87,23 +90,21 @@ class EndToEnd:
 
     def summary(self, phases: Phases, *, pool_size: int) -> dict[str, object]:
         single_ms = statistics.median(self.single_s) * 1000 if self.single_s else float("nan")
-        loads = self.check.loads
+        loads = self.loads
         return {
             "pdf_per_s": round(self.pdf_per_s, 2),
-            "p50_ms": _ms(measuring.percentile(self.burst_s, 50)),
-            "p95_ms": _ms(measuring.percentile(self.burst_s, 95)),
+            "p50_ms": _ms(percentile(self.burst_s, 50)),
+            "p95_ms": _ms(percentile(self.burst_s, 95)),
             "single_ms": round(single_ms, 1),
             "single_samples_ms": [_ms(value) for value in self.single_s],
             "burst": phases.burst,
             "bursts": phases.bursts,
-            "single_queue_wait_p50_ms": _ms(measuring.percentile(self.single_queue_wait_s, 50)),
-            "queue_wait_p50_ms": _ms(measuring.percentile(self.burst_queue_wait_s, 50)),
+            "single_queue_wait_p50_ms": _ms(percentile(self.single_queue_wait_s, 50)),
+            "queue_wait_p50_ms": _ms(percentile(self.burst_queue_wait_s, 50)),
             "browser_utilization": round(self.browser_utilization(pool_size), 3),
             "stages_p50_ms": {
                 stage: _ms(
-                    measuring.percentile(
-                        [r.stages_ms.get(stage, 0.0) / 1000 for r in self.throughput], 50
-                    )
+                    percentile([r.stages_ms.get(stage, 0.0) / 1000 for r in self.throughput], 50)
                 )
                 for stage in STAGES
             },
@@ -130,7 +131,7 @@ class Farm:
 
     async def throughput(self, count: int, *, offset: int = 0) -> None:
         """One chunk of ``count`` jobs submitted at once."""
-        self.result.check.loads.append(measuring.load_average())
+        self.result.loads.append(measuring.load_average())
         records = await self._complete(count, offset=offset)
         first = min(_started_at(record) for record in records)
         last = max(record.finished_at or 0.0 for record in records)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from reportfarm.simulate.metrics import percentile
 from reportfarm_renderer.benchmarking.documents import Document
 
 Job = Callable[[int, Document], Awaitable[bytes]]
@@ -68,16 +68,6 @@ class Run:
 
 def looks_like_pdf(data: bytes) -> bool:
     return data.startswith(b"%PDF-") and b"%%EOF" in data[-1024:]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default); NaN when empty."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def load_average() -> float:
