@@ -265,6 +265,13 @@ def unsettled_messages() -> dict[str, str]:
 
 
 UNSETTLED_SENT: dict[str, float] = {}
+REASONS = {  # what each one's poison reason says now
+    "64-kib-of-junk": "not JSON",
+    "64-kib-unknown-template": "UnknownTemplateError",
+    "nested-1000-deep": "nested too deep",
+    "pdf-scale-text": "pdf.scale",
+    "submitted-at-text": "submitted_at",
+}
 FORMER_DEFECTS = {  # what each case once broke (fixed; kept as regression tests)
     "64-kib-of-junk": "JobQueue.poison (reportfarm/storage/queueing.py) sends the whole original "
     "inside the poison message: a message near the queue's 64 KiB limit makes a poison "
@@ -303,12 +310,15 @@ async def test_messages_that_once_stuck_are_poisoned_with_their_reason(
         original = str(item.get("original") or "")
         return original == text or (len(original) >= 1000 and text.startswith(original[:1000]))
 
-    async def poisoned() -> str | None:
-        reasons = [item["reason"] for item in await bad.poison() if mine(item)]
-        return reasons[0] if reasons else None
+    async def poisoned() -> dict[str, Any] | None:
+        found = [item for item in await bad.poison() if mine(item)]
+        return found[0] if found else None
 
     try:
         left = max(1.0, UNSETTLED_SENT["deadline"] - loop.time())
-        assert await wait_for(poisoned, timeout=left)
+        item = await wait_for(poisoned, timeout=left)
     finally:
         assert not bad.worker_task().done(), "the queue worker's task ended"
+    assert REASONS[case] in item["reason"], item["reason"]
+    if item["original"] != text:  # cut short in the message: kept whole in a blob
+        assert (await bad.client.blobs.get(item["original_blob"])).decode() == text
