@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v chromium >/dev/null || need_apt+=(chromium)
 [ -d /usr/share/fonts/opentype/noto ] || need_apt+=(fonts-noto-cjk)
+[ -d /usr/share/fonts/truetype/wqy ] || need_apt+=(fonts-wqy-microhei)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 command -v pdftotext >/dev/null || need_apt+=(poppler-utils)
 if ((${#need_apt[@]})); then

@@ -84,6 +84,8 @@ def _cli_imports() -> dict[str, list[str]]:
         if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
             continue
         constant = node.test.comparators[0]
+        if isinstance(constant, ast.List) and len(constant.elts) == 1:  # argv[:1] == ["name"]
+            constant = constant.elts[0]
         if isinstance(constant, ast.Constant) and isinstance(constant.value, str):
             imports = [n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)]
             found[constant.value] = [ast.unparse(n) for n in imports]
