@@ -163,6 +163,30 @@ async def test_data_under_the_cap_travels_as_a_payload_and_renders(abuse: Farm) 
     assert record is not None and record.state == "succeeded", record
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="defect: JobRunner._load_data (renderer/reportfarm_renderer/jobs.py) turns only "
+    "ValueError/UnicodeDecodeError from json.loads into a permanent error; a payload nested "
+    "deeper than the recursion limit raises RecursionError, which is retried as transient "
+    "until the dequeue limit (REPORTFARM_MAX_DEQUEUE_COUNT deliveries, with backoff) and then "
+    "poisoned as 'exhausted' (fix: catch RecursionError there too: 'payload blob is not JSON "
+    "the farm can read: nested too deep')",
+)
+async def test_a_payload_nested_too_deep_is_refused_at_once(abuse: Farm) -> None:
+    job_id = contract.new_job_id()
+    name = contract.payload_blob(job_id)
+    deep = b'{"a": ' * 5000 + b"1" + b"}" * 5000
+    await abuse.client.blobs.put(name, deep, content_type="application/json")
+    body = {"job_id": job_id, "template": "plain", "data_blob": name}
+    await abuse.queue.send(base64.b64encode(json.dumps(body).encode()).decode())
+    record = (await abuse.client.wait([job_id], timeout_s=120))[job_id]
+    assert record is not None and record.state == "failed", record
+    assert (record.attempts, record.error_kind) == (1, "permanent"), record.error
+    caught["5,000-deep payload"] = "payload parsing (permanent)"
+    await abuse.serving()
+
+
 @pytest.mark.parametrize(
     ("template", "data", "bound", "expected"),
     [
