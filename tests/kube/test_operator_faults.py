@@ -102,9 +102,18 @@ class ApiProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._run(self._cut(close=True))
+        self._run(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        self._loop.close()
+
+    async def _shutdown(self) -> None:
+        await self._cut(close=True)
+        mine = asyncio.current_task()
+        pending = [task for task in asyncio.all_tasks() if task is not mine]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     @property
     def url(self) -> str:
