@@ -262,7 +262,9 @@ class Job:
             raise ContractError("callback_url must be an http(s) URL of at most 2048 characters")
 
     def to_dict(self) -> dict[str, Any]:
-        body = dataclasses.asdict(self)
+        """Shallow: the data is not walked or copied here (it may be large or deep)."""
+        body = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        body["pdf"] = dataclasses.asdict(self.pdf)
         return {key: value for key, value in body.items() if value is not None}
 
     @classmethod
@@ -294,7 +296,7 @@ class Job:
 def encode_message(job: Job) -> str:
     """The queue message text for a job (validated first)."""
     job.validate()
-    text = json.dumps(job.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    text = _dumps(job.to_dict())
     encoded = base64.b64encode(text.encode("utf-8")).decode("ascii")
     if len(encoded) > MAX_QUEUE_MESSAGE_BYTES:
         raise ContractError(
@@ -306,8 +308,17 @@ def encode_message(job: Job) -> str:
 
 def fits_inline(job: Job) -> bool:
     """Whether the job's message stays under the queue's limit with its data inline."""
-    text = json.dumps(job.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    text = _dumps(job.to_dict())
     return len(text.encode("utf-8")) <= INLINE_DATA_LIMIT
+
+
+def _dumps(body: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise ContractError("job data is nested too deep to send") from None
+    except (TypeError, ValueError) as error:
+        raise ContractError(f"job data is not JSON: {error}") from None
 
 
 def decode_message(content: str | bytes) -> Job:

@@ -168,6 +168,10 @@ class JobRunner:
             data = await asyncio.to_thread(json.loads, raw)
         except (ValueError, UnicodeDecodeError) as error:
             raise PermanentJobError(f"payload blob is not JSON: {error}") from None
+        except RecursionError:
+            raise PermanentJobError(
+                "payload blob is not JSON the farm can read: nested too deep"
+            ) from None
         if not isinstance(data, dict):
             raise PermanentJobError("payload blob must hold a JSON object")
         return data

@@ -324,14 +324,6 @@ async def test_messages_that_once_stuck_are_poisoned_with_their_reason(
         assert (await bad.client.blobs.get(item["original_blob"])).decode() == text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="defect: contract.Job.to_dict uses dataclasses.asdict, which recurses into (and "
-    "copies) the job's data: the client cannot even size or encode data nested ~500 JSON "
-    "levels deep, which decode_message accepts, and fails with RecursionError rather than "
-    "ContractError (fix: build the dict shallowly, asdict only for pdf)",
-)
 def test_the_client_encodes_whatever_the_renderer_decodes() -> None:
     data = '{"c": [' * 250 + "]}" * 250
     job = contract.decode_message(f'{{"job_id": "j", "template": "t", "data": {data}}}')

@@ -163,16 +163,6 @@ async def test_data_under_the_cap_travels_as_a_payload_and_renders(abuse: Farm) 
     assert record is not None and record.state == "succeeded", record
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: JobRunner._load_data (renderer/reportfarm_renderer/jobs.py) turns only "
-    "ValueError/UnicodeDecodeError from json.loads into a permanent error; a payload nested "
-    "deeper than the recursion limit raises RecursionError, which is retried as transient "
-    "until the dequeue limit (REPORTFARM_MAX_DEQUEUE_COUNT deliveries, with backoff) and then "
-    "poisoned as 'exhausted' (fix: catch RecursionError there too: 'payload blob is not JSON "
-    "the farm can read: nested too deep')",
-)
 async def test_a_payload_nested_too_deep_is_refused_at_once(abuse: Farm) -> None:
     job_id = contract.new_job_id()
     name = contract.payload_blob(job_id)
