@@ -8,7 +8,8 @@ The bounds, tightened for the test (production defaults in brackets):
   fast machine print it in time, the PDF cap catches it instead: 5,000 pages are ~2.5 MB);
 - PDF cap 1 MiB [100 MiB];
 - data cap 2 MiB [16 MiB]: larger data travels as a payload blob (the client decides) and is
-  refused before it is parsed;
+  refused before it is parsed; a small payload nested 5,000 levels deep is refused at once when
+  parsed (not retried as if storage were away);
 - the template bounds (not tunable): recursion depth (a template that recurses, or data that
   drives a recursive template too deep) and the sandbox's range cap (data asking for a billion
   rows; the 20 MiB HTML bound behind it is unit-tested in tests/templates).
