@@ -6,7 +6,11 @@ import logging
 import os
 import sys
 
+from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
+
+KOPF_EXTRAS = ("k8s_skip", "k8s_ref", "settings")
+"""kopf's per-object log extras: objects, not data (its settings cannot even be copied)."""
 
 
 def configure(*, json_lines: bool | None = None, level: str | None = None) -> None:
@@ -21,6 +25,7 @@ def configure(*, json_lines: bool | None = None, level: str | None = None) -> No
             JsonFormatter(
                 "%(asctime)s %(levelname)s %(name)s %(message)s",
                 rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                reserved_attrs=[*RESERVED_ATTRS, *KOPF_EXTRAS],
             )
         )
     else:

@@ -130,6 +130,7 @@ def renderer_container(spec: Mapping[str, Any]) -> dict[str, Any]:
         "readinessProbe": probe("/readyz", periodSeconds=5, failureThreshold=2),
         "securityContext": {
             "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,  # writable: /tmp (also HOME) and /dev/shm only
             "capabilities": {"drop": ["ALL"]},
         },
         "volumeMounts": [
@@ -157,6 +158,9 @@ def renderer_env(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         "REPORTFARM_DRAIN_TIMEOUT": specs.drain_timeout(spec),
         "REPORTFARM_PORT": specs.RENDERER_PORT,
         "REPORTFARM_LOG_FORMAT": "json",
+        # The root filesystem is read-only: Chromium's profile and fontconfig's cache go to /tmp.
+        "HOME": "/tmp",
+        "XDG_CACHE_HOME": "/tmp/.cache",
     }
     env.extend({"name": name, "value": str(value)} for name, value in values.items())
     env.append(

@@ -390,22 +390,12 @@ CHECKS = {
     "seccomp-runtime-default": check_seccomp,
     "nothing-from-the-host": check_nothing_from_the_host,
 }
-RENDERER_READ_ONLY_ROOT = (
-    "defect: operator/reportfarm_operator/children.py renderer_container() sets no "
-    "readOnlyRootFilesystem in the container's securityContext (it has /tmp and /dev/shm "
-    "emptyDirs already; fix: add readOnlyRootFilesystem: True, and point HOME (the image's "
-    "/home/reportfarm) at a writable emptyDir such as /tmp for Chromium's and fontconfig's "
-    "caches)"
-)
 
 
 def _pod_checks() -> Iterator[Any]:
     for which in ("operator", "helm-test", "renderer"):
         for name in CHECKS:
-            marks = []
-            if (which, name) == ("renderer", "read-only-root"):
-                marks.append(pytest.mark.xfail(strict=True, reason=RENDERER_READ_ONLY_ROOT))
-            yield pytest.param(which, name, id=f"{which}-{name}", marks=marks)
+            yield pytest.param(which, name, id=f"{which}-{name}")
 
 
 @pytest.mark.parametrize(("which", "check"), list(_pod_checks()))

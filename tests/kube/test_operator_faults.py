@@ -610,15 +610,6 @@ kopf.ObjectLogger(body=body, settings=kopf.OperatorSettings()).error("TICK-FAILE
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: reportfarm/logs.py's JsonFormatter serializes kopf's per-object log "
-    "extras (k8s_skip, k8s_ref and the OperatorSettings dataclass, which it deep-copies and "
-    "cannot: 'cannot pickle _queue.SimpleQueue'), so in JSON mode (the chart's default) every "
-    "kopf.objects warning and error, e.g. \"Timer 'scale' failed\" during an API outage, is "
-    "lost as '--- Logging error ---' on stderr (fix: pass reserved_attrs with those three "
-    "names added, as kopf's own JSON formatter does, or json_default=repr)",
-)
 def test_the_operator_logs_a_failing_handler_as_json() -> None:
     done = subprocess.run(
         [sys.executable, "-c", KOPF_LOG_PROBE], capture_output=True, text=True, timeout=120
