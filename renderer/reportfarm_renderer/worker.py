@@ -190,10 +190,13 @@ class QueueWorker:
         while True:
             await asyncio.sleep(min(every, 1.0))
             now = time.monotonic()
-            for lease in list(self.leases.values()):
-                if lease.done or now - lease.extended_at < every:
-                    continue
-                await self._extend(lease)
+            due = [
+                lease
+                for lease in self.leases.values()
+                if not lease.done and now - lease.extended_at >= every
+            ]
+            # Together: one slow call (storage in trouble) must not hold up the other leases.
+            await asyncio.gather(*(self._extend(lease) for lease in due))
 
     async def _extend(self, lease: Lease) -> None:
         async with lease.lock:

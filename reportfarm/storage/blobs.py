@@ -7,6 +7,7 @@ from azure.storage.blob import ContentSettings
 from azure.storage.blob.aio import BlobServiceClient
 
 from reportfarm import contract
+from reportfarm.storage import retry
 
 
 class BlobStore:
@@ -15,7 +16,7 @@ class BlobStore:
     def __init__(self, connection_string: str, container: str) -> None:
         self.container_name = container
         self._service = BlobServiceClient.from_connection_string(
-            connection_string, retry_total=2, connection_timeout=5, read_timeout=60
+            connection_string, **retry.SDK_OPTIONS
         )
         self._container = self._service.get_container_client(container)
 

@@ -10,6 +10,7 @@ from azure.core import exceptions as azure_errors
 from azure.storage.queue.aio import QueueClient
 
 from reportfarm import contract
+from reportfarm.storage import retry
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,4 @@ class JobQueue:
 
 
 def _client(connection_string: str, name: str) -> QueueClient:
-    # Few SDK-level retries and short timeouts: the worker loop does its own backoff.
-    return QueueClient.from_connection_string(
-        connection_string, name, retry_total=2, connection_timeout=5, read_timeout=20
-    )
+    return QueueClient.from_connection_string(connection_string, name, **retry.SDK_OPTIONS)
