@@ -30,7 +30,6 @@ otherwise. Two layers:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -44,9 +43,10 @@ import aiohttp.abc
 from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
+from reportfarm.netpolicy import IPAddress, is_public_address, resolve_host
+
 log = logging.getLogger(__name__)
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 
 _PASS_SCHEMES = frozenset({"data", "blob", "about"})
@@ -57,7 +57,6 @@ _DROP_HEADERS = frozenset(
     {"set-cookie", "set-cookie2", "content-encoding", "content-length", "transfer-encoding",
      "connection", "keep-alive"}
 )  # fmt: skip
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _URL_LOG_LIMIT = 200
 
 
@@ -79,41 +78,6 @@ class Blocked(Exception):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
-
-
-def is_public_address(address: IPAddress) -> bool:
-    """Whether a document may connect to this address: globally routable and nothing special.
-
-    Refused: loopback, link-local (169.254/16 with the cloud metadata service, fe80::/10), private
-    (10/8, 172.16/12, 192.168/16, fc00::/7, and the rest of Python's list), shared 100.64/10,
-    unspecified, multicast, reserved, site-local, and any IPv6 form that embeds a refused IPv4
-    address (IPv4-mapped, 6to4, Teredo, NAT64).
-    """
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return is_public_address(address.ipv4_mapped)
-        embedded = [address.sixtofour, address.teredo[1] if address.teredo else None]
-        if address in _NAT64:
-            embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-        if any(inner is not None and not is_public_address(inner) for inner in embedded):
-            return False
-        if address.is_site_local:
-            return False
-    special = (
-        address.is_loopback
-        or address.is_link_local
-        or address.is_private
-        or address.is_unspecified
-        or address.is_multicast
-        or address.is_reserved
-    )
-    return address.is_global and not special
-
-
-async def resolve_host(host: str, port: int) -> list[IPAddress]:
-    """Every address the system resolver gives for a host name."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
 class NetworkGuard:
