@@ -18,16 +18,16 @@ server what that account may and may not do.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
@@ -37,10 +37,13 @@ from reportfarm import azurite
 from reportfarm.storage.queueing import JobQueue
 from tests.deploy import kubeconform
 from tests.harness import kube as kube_harness
+from tests.harness import polling
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
-T = TypeVar("T")
+eventually = functools.partial(polling.eventually, timeout=90.0, every=1.0)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "reportfarm"
 EXAMPLE_POOL = CHART / "examples" / "reportpool.yaml"
@@ -53,15 +56,6 @@ ALL_ON = [
     "dashboards.enabled=true",
 ]
 Cluster = kube_harness.ControlPlane | kube_harness.ExternalCluster
-
-
-def eventually(what: str, probe: Callable[[], T | None], *, timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while not (result := probe()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(1.0)
-    return result
 
 
 class Tools:

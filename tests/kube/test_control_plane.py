@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
 
 from tests.harness import kube as kube_harness
+from tests.harness import polling
 
 pytestmark = pytest.mark.kube
 
-T = TypeVar("T")
+eventually = functools.partial(polling.eventually, timeout=90.0)
+
+
 Cluster = kube_harness.ControlPlane | kube_harness.ExternalCluster
 
 CRD = """
@@ -41,16 +44,6 @@ spec:
             properties:
               size: {type: integer, minimum: 1}
 """
-
-
-def eventually(what: str, probe: Callable[[], T | None], *, timeout: float = 90.0) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (result := probe()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
-    return result
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
@@ -28,23 +28,16 @@ from kubernetes.config import kube_config
 
 from reportfarm import azurite
 from reportfarm.storage.queueing import JobQueue
+from tests.harness import polling
+from tests.harness.reportpools import GROUP, PLURAL, VERSION, report_pool
 
 pytestmark = [pytest.mark.kube, pytest.mark.azurite, pytest.mark.slow]
 
-T = TypeVar("T")
+eventually = functools.partial(polling.eventually, timeout=120.0)
+
+
 CRD = Path(__file__).resolve().parents[2] / "crds" / "reportpools.reportfarm.io.yaml"
-GROUP, VERSION, PLURAL = "reportfarm.io", "v1alpha1", "reportpools"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-
-
-def eventually(what: str, probe: Callable[[], T | None], *, timeout: float = 120.0) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (result := probe()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -70,30 +63,6 @@ def namespace(kube_api: kubernetes.client.ApiClient) -> Iterator[str]:
 @pytest.fixture
 def custom(kube_api: kubernetes.client.ApiClient, crd: str) -> Any:
     return kubernetes.client.CustomObjectsApi(kube_api)
-
-
-def report_pool(name: str, queue_name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ReportPool",
-        "metadata": {"name": name},
-        "spec": {
-            "queue": {"name": queue_name, "connectionSecretRef": {"name": "storage"}},
-            "image": "reportfarm/renderer:test",
-            "templates": {"inline": {"hello.html": "<h1>{{ name }}</h1>"}},
-            "resources": {
-                "requests": {"cpu": "100m", "memory": "128Mi"},
-                "limits": {"cpu": "2", "memory": "2Gi"},
-            },
-            "browser": {"cpu": "500m", "memory": "512Mi"},
-            "replicas": {"min": 0, "max": 4},
-            "browsersPerPod": {"min": 1, "max": 4},
-            "target": {"queueWaitSeconds": 5},
-            "scaleDown": {"stabilizationSeconds": 5},
-            "scaleToZero": {"idleSeconds": 10},
-            **spec,
-        },
-    }
 
 
 def create_when_served(custom: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

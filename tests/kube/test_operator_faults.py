@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import kubernetes
@@ -42,35 +43,20 @@ from azure.storage.queue.aio import QueueClient
 
 from reportfarm import azurite
 from reportfarm.storage.queueing import JobQueue
+from tests.harness import polling, reportpools
 
 pytestmark = [pytest.mark.kube, pytest.mark.azurite, pytest.mark.slow]
 
-T = TypeVar("T")
+eventually = functools.partial(polling.eventually, timeout=180.0)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "reportpools.reportfarm.io.yaml"
-GROUP, VERSION, PLURAL = "reportfarm.io", "v1alpha1", "reportpools"
+GROUP, VERSION, PLURAL = reportpools.GROUP, reportpools.VERSION, reportpools.PLURAL
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 POOL = "faults"
 OUTAGE_S = float(os.environ.get("REPORTFARM_TEST_API_OUTAGE_S", "30"))
 """How long the API server stays unreachable."""
-
-
-def eventually(
-    what: str,
-    probe: Callable[[], T | None],
-    *,
-    timeout: float = 180.0,
-    detail: Callable[[], str] | None = None,
-) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds, with
-    ``detail()`` (the operator's log, say) in the message."""
-    deadline = time.monotonic() + timeout
-    while not (result := probe()):
-        if time.monotonic() > deadline:
-            more = f"\n{detail()}" if detail else ""
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{more}")
-        time.sleep(0.5)
-    return result
 
 
 # -- the fault injectors -----------------------------------------------------------------------
@@ -309,30 +295,6 @@ class Pool:
             self.namespace, field_selector=f"involvedObject.name={POOL}"
         ).items
         return {event.reason for event in events}
-
-
-def report_pool(queue: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ReportPool",
-        "metadata": {"name": POOL},
-        "spec": {
-            "queue": {"name": queue, "connectionSecretRef": {"name": "storage"}},
-            "image": "reportfarm/renderer:test",
-            "templates": {"inline": {"hello.html": "<h1>{{ name }}</h1>"}},
-            "resources": {
-                "requests": {"cpu": "100m", "memory": "128Mi"},
-                "limits": {"cpu": "2", "memory": "2Gi"},
-            },
-            "browser": {"cpu": "500m", "memory": "512Mi"},
-            "replicas": {"min": 0, "max": 4},
-            "browsersPerPod": {"min": 1, "max": 4},
-            "target": {"queueWaitSeconds": 5},
-            "scaleDown": {"stabilizationSeconds": 5},
-            "scaleToZero": {"idleSeconds": 600},
-            **spec,
-        },
-    }
 
 
 def fill(connection: str, queue: str, count: int) -> None:
@@ -617,3 +579,8 @@ def test_the_operator_logs_a_failing_handler_as_json() -> None:
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     assert "--- Logging error ---" not in done.stderr, done.stderr[-2000:]
     assert any(line.get("message") == "TICK-FAILED-PROBE" for line in lines), done.stderr
+
+
+def report_pool(queue: str, /, **spec: Any) -> dict[str, Any]:
+    """The shared test pool, named POOL, that does not scale to zero during a test."""
+    return reportpools.report_pool(POOL, queue, **{"scaleToZero": {"idleSeconds": 600}, **spec})
