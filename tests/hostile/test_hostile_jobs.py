@@ -222,14 +222,15 @@ async def test_control_an_allowed_host_is_fetched_end_to_end(hostile: Farm, lab:
 
 async def test_data_is_never_template_code(hostile: Farm, canary: Canary) -> None:
     injected = (
-        "{{ 7*7 }} {% for x in range(3) %}LOOP{% endfor %} {{ cycler.__init__.__globals__ }} "
+        "{{ 'EVAL' * 2 }} {% for x in range(3) %}LOOP{% endfor %} {{ cycler.__init__.__globals__ }} "
         f"<script>fetch('{canary.url('/script')}')</script><img src=\"{canary.url('/tag')}\">"
     )
     record = await run_job(hostile, "plain", {"name": injected})
     assert record.state == "succeeded", record.error
     text = pdf_text(await hostile.client.download(record))
-    assert "{{ 7*7 }}" in text and "{% for x in range(3) %}LOOP{% endfor %}" in text
-    assert "49" not in text and "LOOPLOOP" not in text and "<module" not in text
+    assert "{{ 'EVAL' * 2 }}" in text and "{% for x in range(3) %}LOOP{% endfor %}" in text
+    # letters, not digits: the canary's port is in the text and may contain any number
+    assert "EVALEVAL" not in text and "LOOPLOOP" not in text and "<module" not in text
     assert "<script>fetch(" in text  # escaped: shown, not run, not loaded
     assert canary.hits == []
 
