@@ -5,20 +5,28 @@ Pure: no I/O and no clock reads (time is an input), so the operator, ``reportfar
 simulator replay the same brain, and the tests read as a table.
 
 Two dimensions are scaled: replicas (pods, seconds to start) and browsers per pod (a pool resize
-inside running pods, no cold start). The steps, in order:
+inside running pods, no cold start). The need has two parts, sized by Little's law:
 
-1. Required browsers, Little's law style: the browsers busy (a moving average, so arrival noise
-   does not move the pool), plus the browsers that drain the waiting backlog within the accepted
-   wait (``waiting * render_s / target_wait_s``), over the target utilization. Optionally at
-   least ``depth / jobs_per_browser`` (a KEDA-like target).
-2. Stabilization: the highest requirement seen in the scale-down window wins (as the HPA does).
-   Scale-up is never delayed; scale-down only happens once the window has forgotten the peak.
-3. Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
+1. Steady: the arrival stream's concurrency (rate x render time), measured as a moving average of
+   the busy browsers while the queue holds no backlog (a backlog's drain is not a rate), over the
+   target utilization. Only this part is held by the scale-down window: it comes back, a drained
+   backlog does not.
+2. Backlog: the browsers that drain the waiting jobs within the accepted wait
+   (``waiting * render_s / target_wait_s``), per lane. Pods are only started for the part of the
+   backlog the ready pods (at full pools) cannot clear before a new pod would be ready
+   (``pod_start_s``): a pod that arrives after the backlog is gone only costs.
+3. Blind (busy browsers unknown: metrics unreadable): the need comes from what is known, the queue
+   depth and its trend, and the last known (else configured) render time:
+   ``depth * render_s / (target_wait_s + render_s)`` plus the depth's growth, never from the
+   running browsers, so it cannot grow with the policy's own decisions; it shrinks only past the
+   wider ``blind_tolerance`` band.
+4. Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
    holds the need plus the tolerance band (and one spare browser), so noise does not flap.
-4. Shape: the fewest pods that hold the requirement. The pool inside the floor pods follows the
+5. Shape: the fewest pods that hold the requirement. The pool inside the floor pods follows the
    need first (seconds, no cold start); pods are added when they are full, and past the floor
    pods run full pools (a pod costs the same with 1 or 4 browsers; the spare ones are headroom).
-5. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
+   Removed pods are the idlest (``deletion_costs``) and drain, so scaling down early loses nothing.
+6. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
    first message wakes the pool. An unreadable queue keeps the current size, never zero.
 """
 
@@ -89,12 +97,21 @@ class PoolSpec:
     target_utilization: float = 0.85
     """The share of browsers busy in steady state; the rest absorbs arrival noise."""
     default_render_s: float = 1.0
-    """Render time assumed while the renderers report none."""
+    """Render time assumed while the renderers have reported none (else the last reported)."""
+    pod_start_s: float = 20.0
+    """Seconds from a new pod's creation to its first render (schedule, pull, Chromium). No pod
+    is started for a backlog the ready pods clear within this time."""
     busy_smoothing_s: float = 20.0
     """Time constant of the moving average of busy browsers (the steady concurrency), so that
     arrival noise does not move the pool; the waiting backlog is never smoothed."""
-    tolerance: float = 0.1
-    """Relative band around the current capacity in which nothing changes."""
+    tolerance: float = 0.3
+    """Relative band under the current capacity in which nothing shrinks: a shrink keeps the need
+    plus this share (and one spare browser). Growth is never delayed. 0.3 sits on the frontier
+    of ``reportfarm simulate --frontier`` (fewer reversals, a few % more pod-seconds than 0.1)."""
+    blind_tolerance: float = 2.0
+    """The shrink band while the busy browsers are unknown: the depth-based need lags the
+    capacity (a smaller pool lets the depth grow back), so shrink only to a size that holds
+    (1 + this) x the need; with 2.0, to a third. Without it, blind pools flap."""
     scale_down_stabilization_s: float = 60.0
     """Scale down only to the highest need seen in this window."""
     scale_to_zero_idle_s: float = 300.0
@@ -107,6 +124,8 @@ class PoolSpec:
             raise ValueError("need 1 <= min_browsers_per_pod <= max_browsers_per_pod")
         positive: tuple[str, ...] = ("pod_cpu", "pod_memory_mib", "browser_cpu")
         positive += ("browser_memory_mib", "target_wait_s", "default_render_s")
+        if self.pod_start_s < 0:
+            raise ValueError("pod_start_s must be >= 0")
         if any(getattr(self, name) <= 0 for name in positive):
             raise ValueError(f"these must be > 0: {', '.join(positive)}")
         if self.interactive_target_wait_s is not None and self.interactive_target_wait_s <= 0:
@@ -115,6 +134,8 @@ class PoolSpec:
             raise ValueError("jobs_per_browser must be > 0 when set")
         if not 0 < self.target_utilization <= 1 or not 0 <= self.tolerance < 1:
             raise ValueError("need 0 < target_utilization <= 1 and 0 <= tolerance < 1")
+        if self.blind_tolerance < 0:
+            raise ValueError("blind_tolerance must be >= 0")
         windows = (self.scale_down_stabilization_s, self.scale_to_zero_idle_s)
         if min(*windows, self.busy_smoothing_s) < 0:
             raise ValueError("windows and smoothing must be >= 0")
@@ -161,8 +182,8 @@ class State:
     """The scaling memory, kept in the ReportPool's status between decisions."""
 
     window: tuple[tuple[float, int], ...] = ()
-    """(time, required browsers), the needs still in the scale-down window. Only entries that
-    can still be the window's maximum are kept: required browsers strictly decrease with time."""
+    """(time, steady browsers), the steady needs still in the scale-down window. Only entries
+    that can still be the window's maximum are kept: they strictly decrease with time."""
     last_work_at: float | None = None
     """When work (a queued message or a busy browser) was last seen."""
     busy_average: float | None = None
@@ -175,6 +196,10 @@ class State:
     """The last decision's reason code."""
     decided_at: float | None = None
     """When the last decision was taken."""
+    render_s: float | None = None
+    """The last render time the renderers reported (used while they cannot be read)."""
+    depth: int | None = None
+    """The queue depth at the last decision (for its trend while blind)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-ready dict (camelCase keys, as Kubernetes status fields)."""
@@ -186,6 +211,8 @@ class State:
             "browsersPerPod": self.browsers_per_pod,
             "reason": self.reason,
             "decidedAt": self.decided_at,
+            "renderSeconds": self.render_s,
+            "depth": self.depth,
         }
 
     @classmethod
@@ -213,6 +240,8 @@ class State:
             browsers_per_pod=integer("browsersPerPod"),
             reason=None if data.get("reason") is None else str(data["reason"]),
             decided_at=number("decidedAt"),
+            render_s=number("renderSeconds"),
+            depth=integer("depth"),
         )
 
 
@@ -230,29 +259,57 @@ class Decision:
     saturated: bool
     """The need exceeds ``max_replicas`` full pods: the pool is at its ceiling."""
     state: State
+    blind: bool = False
+    """Busy browsers were unknown: the need came from the queue depth and its trend alone."""
 
 
 def required_browsers(
-    observation: Observation, spec: PoolSpec, *, concurrency: float | None = None
+    observation: Observation,
+    spec: PoolSpec,
+    *,
+    concurrency: float | None = None,
+    render_s: float | None = None,
 ) -> int:
     """
-    Browsers needed now (before stabilization); the queue depth must be known.
+    Browsers needed now (before stabilization and start-up awareness); depth must be known.
 
     ``concurrency`` is the steady number of busy browsers to size for (``decide`` passes its
-    moving average); by default the observed busy browsers.
+    moving average); by default the observed busy browsers. ``render_s`` is the render time when
+    the observation has none (``decide`` passes the last reported one).
     """
+    steady, backlog = _needs(
+        observation, spec, concurrency=concurrency, render_s=render_s, growth=0.0
+    )
     depth = observation.queue_depth or 0
-    busy = _busy(observation)
+    need = steady + backlog
+    if spec.jobs_per_browser is not None:
+        need = max(need, math.ceil(depth / spec.jobs_per_browser - 1e-9))
+    return max(1 if depth or observation.busy_browsers else 0, need)
+
+
+def _needs(
+    observation: Observation,
+    spec: PoolSpec,
+    *,
+    concurrency: float | None,
+    render_s: float | None,
+    growth: float,
+) -> tuple[int, int]:
+    """(steady, backlog) browsers. Blind (busy unknown): all of it is steady, from the depth."""
+    depth = observation.queue_depth or 0
+    render_s = observation.mean_render_s or render_s or spec.default_render_s
+    busy = observation.busy_browsers
+    if busy is None:  # blind: Little's law on the depth alone, plus its growth
+        jobs = depth * render_s / (spec.target_wait_s + render_s) + max(0.0, growth) * render_s
+        return math.ceil(jobs / spec.target_utilization - 1e-9), 0
     waiting = max(0, depth - busy)  # the approximate count includes the in-flight messages
     concurrency = busy if concurrency is None else concurrency
     if depth == 0 and busy == 0 and concurrency < 0.5:
-        return 0
-    render_s = observation.mean_render_s or spec.default_render_s
+        return 0, 0
+    steady = math.ceil(concurrency / spec.target_utilization - 1e-9)
     drain = _drain_browsers(observation, spec, waiting=waiting, render_s=render_s)
-    need = math.ceil((concurrency + drain) / spec.target_utilization - 1e-9)
-    if spec.jobs_per_browser is not None:
-        need = max(need, math.ceil(depth / spec.jobs_per_browser - 1e-9))
-    return max(1 if depth or busy else 0, need)
+    total = math.ceil((concurrency + drain) / spec.target_utilization - 1e-9)
+    return steady, max(0, total - steady)
 
 
 def _drain_browsers(
@@ -266,14 +323,6 @@ def _drain_browsers(
         interactive * render_s / interactive_target
         + (waiting - interactive) * render_s / spec.target_wait_s
     )
-
-
-def _busy(observation: Observation) -> int:
-    """Busy browsers; if unknown, assume every running browser is busy (capped by the depth)."""
-    if observation.busy_browsers is not None:
-        return observation.busy_browsers
-    depth = observation.queue_depth or 0
-    return min(depth, observation.ready_replicas * observation.browsers_per_pod)
 
 
 def deletion_costs(busy_by_pod: Mapping[str, int | None]) -> dict[str, int]:
@@ -298,13 +347,25 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     now = observation.now
     cur_replicas = state.replicas if state.replicas is not None else observation.ready_replicas
     cur_bpp = state.browsers_per_pod or observation.browsers_per_pod or spec.fewest_browsers
+    blind = observation.busy_browsers is None
     busy = observation.busy_browsers or 0
-    has_work = (observation.queue_depth or 0) > 0 or busy > 0
+    depth = observation.queue_depth
+    has_work = (depth or 0) > 0 or busy > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
-    average = _average(state, now=now, busy=_busy(observation), span=spec.busy_smoothing_s)
-    state = dataclasses.replace(state, last_work_at=last_work_at, busy_average=average)
+    render_s = observation.mean_render_s or state.render_s
+    average = _steady_average(observation, spec, state=state, render_s=render_s)
+    growth = 0.0  # the depth's trend (jobs/s), for the blind estimate
+    if depth is not None and state.depth is not None and state.decided_at is not None:
+        growth = (depth - state.depth) / max(1.0, now - state.decided_at)
+    state = dataclasses.replace(
+        state,
+        last_work_at=last_work_at,
+        busy_average=average,
+        render_s=render_s,
+        depth=state.depth if depth is None else depth,
+    )
 
-    if observation.queue_depth is None:  # keep the size: never shrink (or zero) on an error
+    if depth is None:  # keep the size: never shrink (or zero) on an error
         message = f"queue unreadable: keeping {cur_replicas} pods x {cur_bpp} browsers"
         return _decision(
             state=state,
@@ -315,18 +376,33 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
             reason=Reason.QUEUE_UNREADABLE,
             message=message,
             spec=spec,
+            blind=blind,
         )
 
-    raw = required_browsers(observation, spec=spec, concurrency=average)
-    window = _remember(state.window, now=now, need=raw, spec=spec)
-    need = window[0][1]  # the oldest kept entry is the window's maximum
+    steady, backlog = _needs(
+        observation, spec, concurrency=average, render_s=render_s, growth=growth
+    )
+    if spec.jobs_per_browser is not None:
+        backlog = max(backlog, math.ceil(depth / spec.jobs_per_browser - 1e-9) - steady)
+    surge = 0  # a batch still arriving: its rate, in browsers
+    if not blind and growth > 0 and max(0, depth - busy) > 0:
+        surge = math.ceil(growth * (render_s or spec.default_render_s) - 1e-9)
+    if steady + backlog == 0 and has_work:
+        backlog = 1
+    window = _remember(state.window, now=now, need=steady, spec=spec)
+    held = window[0][1]  # the oldest kept entry is the window's maximum
+    backlog = _worth_starting(
+        backlog, surge=surge, held=held, ready=observation.ready_replicas, spec=spec
+    )
+    need, raw = held + backlog, steady + backlog
     state = dataclasses.replace(state, window=window)
     idle_for = now - last_work_at
     current = (cur_replicas, cur_bpp)
     replicas, bpp = up = _shape(need, spec=spec)
     # Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
     # holds the need plus the tolerance band (and at least one spare browser).
-    down = _shape(need + max(1, math.ceil(spec.tolerance * need)), spec=spec)
+    band = max(spec.tolerance, spec.blind_tolerance) if blind else spec.tolerance
+    down = _shape(need + max(1, math.ceil(band * need)), spec=spec)
 
     if up[0] == 0 and (cur_replicas == 0 or idle_for >= spec.scale_to_zero_idle_s):
         reason = Reason.STEADY if cur_replicas == 0 else Reason.SCALE_TO_ZERO
@@ -344,8 +420,8 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         replicas, bpp = down if down < current and _fits(current, spec=spec) else up
         reason = _reason(replicas=replicas, bpp=bpp, cur_replicas=cur_replicas, cur_bpp=cur_bpp)
         message = (
-            f"need {need} browsers (now {raw}; queue {observation.queue_depth},"
-            f" busy {observation.busy_browsers}): {cur_replicas}x{cur_bpp} -> {replicas}x{bpp}"
+            f"need {need} browsers ({held} steady + {backlog} for the backlog; queue {depth},"
+            f" busy {'unknown' if blind else busy}): {cur_replicas}x{cur_bpp} -> {replicas}x{bpp}"
         )
     else:
         replicas, bpp = current
@@ -363,7 +439,38 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         reason=reason,
         message=message,
         spec=spec,
+        blind=blind,
     )
+
+
+def _steady_average(
+    observation: Observation, spec: PoolSpec, *, state: State, render_s: float | None
+) -> float | None:
+    """The moving average of busy browsers, the steady concurrency. Held while blind, and while
+    the queue holds a backlog: then the browsers are busy draining it, which is not a rate."""
+    busy = observation.busy_browsers
+    if busy is None:
+        return state.busy_average
+    waiting = max(0, (observation.queue_depth or 0) - busy)
+    backlogged = waiting * (render_s or spec.default_render_s) > spec.target_wait_s
+    if backlogged and state.busy_average is not None:
+        return state.busy_average
+    return _average(state, now=observation.now, busy=busy, span=spec.busy_smoothing_s)
+
+
+def _worth_starting(backlog: int, *, surge: int, held: int, ready: int, spec: PoolSpec) -> int:
+    """
+    The backlog browsers worth having: the ready pods (their pools grown to full, in seconds)
+    drain the backlog first; pods are started only for what is left when they would be ready.
+
+    ``backlog`` browsers drain it within the target wait, so ``backlog * target_wait_s`` is its
+    work in browser-seconds; a batch still arriving adds ``surge`` browsers' worth each second;
+    the ready pods' spare browsers clear ``spare * pod_start_s`` of it before a new pod is ready.
+    """
+    spare = max(0, ready * spec.browsers_that_fit - held)
+    ahead = spec.pod_start_s / spec.target_wait_s
+    left = math.ceil(backlog + (surge - spare) * ahead - 1e-9)
+    return min(backlog + surge, max(min(spare, backlog + surge), left))
 
 
 def _average(state: State, *, now: float, busy: int, span: float) -> float:
@@ -433,6 +540,7 @@ def _decision(
     reason: Reason,
     message: str,
     spec: PoolSpec,
+    blind: bool,
 ) -> Decision:
     new_state = dataclasses.replace(
         state, replicas=replicas, browsers_per_pod=bpp, reason=reason.value, decided_at=now
@@ -446,4 +554,5 @@ def _decision(
         required_browsers=need,
         saturated=saturated,
         state=new_state,
+        blind=blind,
     )

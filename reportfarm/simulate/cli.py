@@ -10,7 +10,17 @@ import sys
 
 from rich.console import Console
 
-from reportfarm.simulate import metrics, plotting, reporting, running, traces, workload
+from reportfarm.simulate import (
+    baseline,
+    frontier,
+    metrics,
+    plotting,
+    reporting,
+    running,
+    scoring,
+    traces,
+    workload,
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,13 +49,64 @@ def parser() -> argparse.ArgumentParser:
         "--scale-down-window-s",
         type=float,
         default=None,
-        help="our ReportPool's scale-down stabilization (60); the baseline keeps 300",
+        help="our ReportPool's scale-down stabilization (60)",
+    )
+    p.add_argument(
+        "--baseline",
+        default="tuned",
+        choices=baseline.PRESETS,
+        help="the KEDA + HPA configuration: tuned (default: queueLength = browsers per pod, "
+        "polling 5 s, scale-down window 60 s, +20 pods per 15 s), tuned-120 (a 120 s window) or "
+        "default (KEDA's and the HPA's defaults)",
+    )
+    p.add_argument(
+        "--blind",
+        action="append",
+        type=window,
+        default=[],
+        metavar="FROM-TO",
+        help="seconds during which our operator cannot read the renderers' metrics "
+        "(repeatable; e.g. 0-3600 for a whole burst run)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="the issue's bar: ours vs tuned and tuned-120, mean of --seeds, on --traces",
+    )
+    p.add_argument(
+        "--frontier",
+        action="store_true",
+        help="sweep each side's knobs on --traces (seed --seed): p95 wait vs pod-seconds; "
+        "--plot writes the frontiers",
+    )
+    p.add_argument(
+        "--traces",
+        default="burst,month-end,month-end-dense",
+        metavar="A,B",
+        help="traces for --check and --frontier (default: burst,month-end,month-end-dense)",
+    )
+    p.add_argument(
+        "--seeds", default="0,1,2", metavar="A,B", help="seeds for --check (default 0,1,2)"
     )
     return p
 
 
+def window(text: str) -> tuple[float, float]:
+    """``FROM-TO`` seconds, for ``--blind``."""
+    start, sep, end = text.partition("-")
+    try:
+        pair = (float(start), float(end))
+    except ValueError:
+        pair = (0.0, -1.0)
+    if not sep or pair[0] >= pair[1] or pair[0] < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FROM-TO seconds, FROM < TO")
+    return pair
+
+
 def scenario_from(args: argparse.Namespace) -> running.Scenario:
-    scenario = running.Scenario(seed=args.seed)
+    scenario = running.Scenario(
+        seed=args.seed, baseline_preset=args.baseline, blind=tuple(args.blind)
+    )
     pool = {
         "target_wait_s": args.target_wait_s,
         "scale_down_stabilization_s": args.scale_down_window_s,
@@ -68,6 +129,8 @@ def scenario_from(args: argparse.Namespace) -> running.Scenario:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.check or args.frontier:
+        return many(args)
     try:
         trace = traces.load(args.trace, seed=args.seed)
     except (ValueError, OSError) as error:
@@ -78,11 +141,46 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {run.strategy: metrics.summarize(run) for run in runs}
     document = reporting.report(trace, scenario, summaries)
     if args.plot is not None:
-        plotting.plot(runs, title=f"{trace.name}: {trace.description}", path=args.plot)
+        plotting.plot(
+            runs,
+            title=f"{trace.name}: {trace.description}",
+            path=args.plot,
+            blind=scenario.blind,
+        )
     if args.json:
         print(json.dumps(document, indent=2))
     else:
         reporting.print_report(Console(), document)
         if args.plot is not None:
             Console().print(f"plot: {args.plot}")
+    return 0
+
+
+def many(args: argparse.Namespace) -> int:
+    """``--check`` or ``--frontier``: several traces (and seeds), one table or plot."""
+    names = [name.strip() for name in args.traces.split(",") if name.strip()]
+    unknown = [name for name in names if name not in traces.BUILTIN]
+    if unknown or not names:
+        print(f"reportfarm simulate: unknown traces {unknown}", file=sys.stderr)
+        return 2
+    scenario = scenario_from(args)
+    err = Console(stderr=True)
+    if args.check:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+        document = scoring.check(names, seeds=seeds, scenario=scenario, progress=err.log)
+        if args.json:
+            print(json.dumps(document, indent=2))
+        else:
+            reporting.print_check(Console(), document)
+        return 0 if all(entry["met"] for entry in document.values()) else 1
+    points = {
+        name: frontier.sweep(traces.load(name, seed=args.seed), scenario=scenario, progress=err.log)
+        for name in names
+    }
+    if args.plot is not None:
+        plotting.plot_frontiers(points, path=args.plot)
+    if args.json:
+        print(json.dumps(frontier.document(points), indent=2))
+    else:
+        reporting.print_frontiers(Console(), frontier.document(points))
     return 0

@@ -3,9 +3,10 @@ The simulated cluster: one Deployment of renderer pods, each with a pool of brow
 pulling from one queue. Control happens at whole seconds; within a second the queue is served
 first-in first-out by the earliest free browser (ties broken at random, like pods polling a queue).
 
-Pod removal comes in two kinds: ``drain`` (the pod takes no new job and leaves when its running
-renders finish: what our renderer does on SIGTERM) and ``kill`` (running renders are lost; their
-messages come back when the visibility timeout expires: what happens with a plain Deployment).
+Pod removal is what our renderer does on SIGTERM, whoever lowers the replicas (our operator or an
+HPA): the pod takes no new job, finishes its running renders within the drain timeout (most of the
+grace period), then releases the rest (their messages are visible again at once) and exits. A job
+is interrupted only if its render would run past the drain timeout.
 """
 
 from __future__ import annotations
@@ -27,10 +28,16 @@ class Timings:
     """Pod creation to ready: schedule, pull (cached), start Chromium, first poll."""
     resize_delay_s: float = 2.0
     """A pool-size change reaches a running pod and its new browsers are up."""
-    visibility_timeout_s: float = 30.0
-    """A message received by a killed pod becomes visible again after at most this long."""
+    grace_period_s: float = 120.0
+    """The pods' terminationGracePeriodSeconds (the chart's example pool sets 120 s)."""
     render_window_s: float = 60.0
     """The renderers' metrics report the mean render time over this window."""
+
+    @property
+    def drain_timeout_s(self) -> float:
+        """REPORTFARM_DRAIN_TIMEOUT as the operator sets it: most of the grace period."""
+        grace = self.grace_period_s
+        return float(max(1, min(grace - 5, int(grace * 0.8))))
 
 
 class Slot:
@@ -62,8 +69,17 @@ class Pod:
 
 
 class Farm:
-    def __init__(self, *, timings: Timings, browsers_per_pod: int, rng: random.Random) -> None:
+    def __init__(
+        self,
+        *,
+        timings: Timings,
+        browsers_per_pod: int,
+        rng: random.Random,
+        pod_cpu_request: float = 2.0,
+    ) -> None:
         self.timings = timings
+        self.pod_cpu_request = pod_cpu_request
+        """CPU cores each pod requests (its size never changes; the browsers inside it do)."""
         self.browsers_per_pod = browsers_per_pod
         """The pool size the Deployment asks for (pods reach it after ``resize_delay_s``)."""
         self.rng = rng
@@ -123,24 +139,21 @@ class Farm:
         return [pod.name for pod in self.pods if not pod.draining and pod.ready_at > now]
 
     def drain(self, names: list[str], *, now: float) -> None:
+        """SIGTERM: no new job; renders that end within the drain timeout finish, the rest are
+        released (visible again at the deadline) and count as interrupted."""
         self._note_replicas(now, self.replicas - len(names))
+        deadline = now + self.timings.drain_timeout_s
         for pod in self._named(names):
             pod.draining = True
             if pod.ready_at > now:  # never started: nothing to finish
                 pod.slots = []
-        self._leave(now, end=now)
-
-    def kill(self, names: list[str], *, now: float) -> None:
-        self._note_replicas(now, self.replicas - len(names))
-        for pod in self._named(names):
             for slot in pod.slots:
-                if slot.free_at > now and slot.job is not None:
+                if slot.job is not None and slot.free_at > deadline:
                     job, self.interrupted = slot.job, self.interrupted + 1
                     job.start, job.interruptions = None, job.interruptions + 1
-                    job.visible_at = now + self.timings.visibility_timeout_s
+                    job.visible_at = deadline
                     heapq.heappush(self.queue, (job.visible_at, next(self._seq), job))
-                slot.free_at = min(slot.free_at, now)
-            pod.draining = True
+                    slot.job, slot.free_at = None, deadline
         self._leave(now, end=now)
 
     def resize(self, browsers: int, *, now: float) -> None:

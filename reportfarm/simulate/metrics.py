@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from typing import Any
 
+from reportfarm.quantiles import quantile
 from reportfarm.simulate import running
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (``q`` in 0..100) of unsorted values; 0 when empty."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def reversals(changes: Sequence[tuple[float, int, int]]) -> int:
@@ -30,11 +20,12 @@ def summarize(run: running.Run) -> dict[str, Any]:
     waits = [job.wait_s for job in run.jobs if job.start is not None]
     farm = run.farm
     return {
-        "p50_wait_s": round(percentile(waits, 50), 3),
-        "p95_wait_s": round(percentile(waits, 95), 3),
-        "p99_wait_s": round(percentile(waits, 99), 3),
+        "p50_wait_s": round(quantile(waits, 0.50) or 0.0, 3),
+        "p95_wait_s": round(quantile(waits, 0.95) or 0.0, 3),
+        "p99_wait_s": round(quantile(waits, 0.99) or 0.0, 3),
         "max_wait_s": round(max(waits, default=0.0), 3),
         "pod_seconds": round(farm.pod_seconds, 1),
+        "cpu_seconds": round(farm.pod_seconds * farm.pod_cpu_request, 1),
         "scale_events": len(farm.replica_changes),
         "reversals": reversals(farm.replica_changes),
         "pool_resizes": len(farm.pool_changes),

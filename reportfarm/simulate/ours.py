@@ -13,8 +13,17 @@ class PolicyController:
 
     name = "reportfarm"
 
-    def __init__(self, *, spec: policy.PoolSpec, interval_s: float = 5.0, phase_s: float = 0.0):
+    def __init__(
+        self,
+        *,
+        spec: policy.PoolSpec,
+        interval_s: float = 5.0,
+        phase_s: float = 0.0,
+        blind: tuple[tuple[float, float], ...] = (),
+    ):
         self.spec = spec
+        self.blind = blind
+        """(from, to) seconds when the renderers' metrics cannot be read."""
         self.interval_s = interval_s
         self.next_at = phase_s
         self.status: dict[str, Any] = {}
@@ -28,13 +37,14 @@ class PolicyController:
         if now < self.next_at:
             return
         self.next_at += self.interval_s
+        blind = any(start <= now < end for start, end in self.blind)
         observation = policy.Observation(
             now=now,
             queue_depth=farm.approximate_count(now),
             ready_replicas=farm.ready(now),
             browsers_per_pod=farm.browsers_per_pod,
-            busy_browsers=farm.busy(now),
-            mean_render_s=farm.mean_render_s(now),
+            busy_browsers=None if blind else farm.busy(now),
+            mean_render_s=None if blind else farm.mean_render_s(now),
         )
         state = policy.State.from_dict(self.status)
         decision = policy.decide(observation, spec=self.spec, state=state)
@@ -45,7 +55,10 @@ class PolicyController:
         if surplus < 0:
             farm.add_pods(-surplus, now=now)
         elif surplus > 0:  # annotate pod-deletion-cost, lower replicas: the idlest pods drain
-            starting = farm.starting(now)
-            costs = policy.deletion_costs(farm.busy_by_pod(now))
+            starting = farm.starting(now)[::-1]  # the ReplicaSet: not ready first, newest first
+            loads: dict[str, int | None] = dict(farm.busy_by_pod(now))
+            if blind:  # no metrics, no pod-deletion-cost: the ReplicaSet's own order
+                loads = dict.fromkeys(loads)
+            costs = policy.deletion_costs(loads)
             ready = sorted((name for name in costs if name not in starting), key=costs.__getitem__)
             farm.drain((starting + ready)[:surplus], now=now)

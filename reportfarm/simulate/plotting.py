@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 from reportfarm.simulate import running
 
 COLORS = {"reportfarm": "tab:blue", "keda_hpa": "tab:orange"}
 
 
-def plot(runs: list[running.Run], *, title: str, path: pathlib.Path) -> None:
+def plot(
+    runs: list[running.Run],
+    *,
+    title: str,
+    path: pathlib.Path,
+    blind: tuple[tuple[float, float], ...] = (),
+) -> None:
+    """Queue depth, replicas and ready browsers over time; ``blind`` windows shaded grey."""
     import matplotlib  # an optional dependency (reportfarm[plot]): imported only when plotting
 
     matplotlib.use("Agg")
@@ -26,11 +34,60 @@ def plot(runs: list[running.Run], *, title: str, path: pathlib.Path) -> None:
             minutes = [t / 60 for t in run.times]
             color = COLORS.get(run.strategy)
             axis.plot(minutes, series(run), label=run.strategy, color=color, linewidth=0.9)
+        for start, end in blind:
+            stop = min(end, max(run.times[-1] for run in runs if run.times))
+            axis.axvspan(start / 60, stop / 60, color="grey", alpha=0.15, linewidth=0)
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
+    if blind:
+        title += " (grey: our operator blind, no renderer metrics)"
     axes[0].legend(loc="upper right")
     axes[0].set_title(title)
     axes[-1].set_xlabel("time (min)")
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
+    pyplot.close(figure)
+
+
+def plot_frontiers(points_by_trace: dict[str, list[Any]], *, path: pathlib.Path) -> None:
+    """One panel per trace: p95 wait vs pod-seconds, every point and each side's frontier."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    from reportfarm.simulate import frontier
+
+    count = len(points_by_trace)
+    figure, axes = pyplot.subplots(
+        1, count, figsize=(5.2 * count, 4.4), constrained_layout=True, squeeze=False
+    )
+    for axis, (name, points) in zip(axes[0], points_by_trace.items(), strict=True):
+        for side in ("keda_hpa", "reportfarm"):
+            mine = [p for p in points if p.side == side]
+            color = COLORS[side]
+            axis.scatter(
+                [p.pod_seconds for p in mine],
+                [p.p95_wait_s for p in mine],
+                color=color,
+                alpha=0.35,
+                s=16,
+            )
+            front = frontier.pareto(mine)
+            axis.plot(
+                [p.pod_seconds for p in front],
+                [p.p95_wait_s for p in front],
+                color=color,
+                marker="o",
+                markersize=4,
+                label=f"{side} frontier",
+            )
+        axis.set_title(name)
+        axis.set_xlabel("pod-seconds")
+        axis.set_ylabel("p95 queue wait (s)")
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+        axis.legend(loc="upper right", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
     pyplot.close(figure)

@@ -26,8 +26,15 @@ class Scenario:
             browser_memory_mib=512,
         )
     )
-    """Our ReportPool. The baseline gets the same replica bounds and pod limits, and runs the
-    most browsers that fit in a pod (its queueLength)."""
+    """Our ReportPool. The baseline gets the same replica bounds and pods, and runs the most
+    browsers that fit in a pod."""
+    baseline_preset: str = "tuned"
+    """The KEDA + HPA configuration (``baseline.PRESETS``) when ``keda`` is not given."""
+    keda: baseline.KedaHpaSettings | None = None
+    """An explicit baseline configuration (the frontier sweeps it)."""
+    blind: tuple[tuple[float, float], ...] = ()
+    """(from, to) seconds during which the renderers' metrics cannot be read by our operator
+    (busy browsers and render time unknown: a NetworkPolicy, a wrong port, kwok pods)."""
     timings: farm.Timings = dataclasses.field(default_factory=farm.Timings)
     render: workload.RenderTimes = dataclasses.field(default_factory=workload.RenderTimes)
     policy_interval_s: float = 5.0
@@ -59,25 +66,35 @@ class Run:
     end_s: int
 
 
-def controllers(scenario: Scenario) -> list[Controller]:
-    """Ours and the baseline, each with its loop's phase drawn from the seed."""
-    rng = random.Random(f"phase:{scenario.seed}")
+def keda_settings(scenario: Scenario) -> baseline.KedaHpaSettings:
+    """The baseline's configuration: explicit, else the preset on the same pods as ours."""
+    if scenario.keda is not None:
+        return scenario.keda
     spec = scenario.spec
-    settings = baseline.KedaHpaSettings(
-        queue_length=spec.browsers_that_fit,
+    return baseline.preset(
+        scenario.baseline_preset,
+        capacity=spec.browsers_that_fit,
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
     )
+
+
+def controllers(scenario: Scenario) -> list[Controller]:
+    """Ours and the baseline, each loop's phase drawn from the seed."""
+    rng = random.Random(f"phase:{scenario.seed}")
+    settings = keda_settings(scenario)
     return [
         ours.PolicyController(
-            spec=spec,
+            spec=scenario.spec,
             interval_s=scenario.policy_interval_s,
             phase_s=rng.uniform(0, scenario.policy_interval_s),
+            blind=scenario.blind,
         ),
         baseline.KedaHpaController(
             settings=settings,
             rng=random.Random(f"victims:{scenario.seed}"),
-            phase_s=rng.uniform(0, settings.sync_s),
+            poll_phase_s=rng.uniform(0, settings.polling_s),
+            sync_phase_s=rng.uniform(0, settings.sync_s),
         ),
     ]
 
@@ -88,6 +105,7 @@ def run(trace: traces.Trace, controller: Controller, *, scenario: Scenario) -> R
         timings=scenario.timings,
         browsers_per_pod=controller.initial_browsers_per_pod(),
         rng=random.Random(f"farm:{scenario.seed}"),
+        pod_cpu_request=scenario.spec.pod_cpu,
     )
     times: list[int] = []
     depth: list[int] = []

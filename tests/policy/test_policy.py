@@ -15,9 +15,11 @@ from reportfarm import policy
 R = policy.Reason
 NOW = 10_000.0
 
-# Exact arithmetic for the table: no smoothing, no utilization headroom, 1 s renders, 10 s target:
-# need = busy + ceil(waiting / 10). 2 CPU / 0.5 CPU -> 4 browsers fit in a pod.
+# Exact arithmetic for the table: no smoothing, no utilization headroom, 1 s renders, 10 s target,
+# pods ready at once: need = busy + ceil(waiting / 10). 2 CPU / 0.5 CPU -> 4 browsers fit a pod.
 EXACT: dict[str, Any] = dict(
+    pod_start_s=0.0,
+    tolerance=0.1,
     target_utilization=1.0,
     busy_smoothing_s=0.0,
     default_render_s=1.0,
@@ -198,8 +200,30 @@ CASES = [
         spec(),
         state(2, 4),
         observe(8, None, 2, 4),
+        (1, 3, R.SCALE_DOWN),
+        # need 8 x 1 / (10 + 1) -> 1 browser; blind, a shrink keeps (1 + 2) x the need
+        id="busy-unknown-sizes-from-the-depth-not-from-the-running-browsers",
+    ),
+    pytest.param(
+        spec(pod_start_s=20.0),
+        state(2, 4),
+        observe(80, 1, 2, 4),
         (2, 4, R.STEADY),
-        id="busy-unknown-assumes-running-browsers-busy",
+        id="no-pod-that-would-start-after-the-backlog-is-gone",  # 7 spare clear 79 in 11 s < 20
+    ),
+    pytest.param(
+        spec(pod_start_s=20.0),
+        state(2, 4),
+        observe(400, 1, 2, 4),
+        (7, 4, R.SCALE_UP),
+        id="pods-for-the-backlog-left-when-they-are-ready",  # 40 - 7 x 20 / 10 = 26 left: 1 + 26
+    ),
+    pytest.param(
+        spec(pod_start_s=20.0, min_replicas=1),
+        state(1, 1),
+        observe(40, 1, 1, 1),
+        (1, 4, R.POOL_GROW),
+        id="grows-the-running-pods-pools-instead-of-starting-a-pod",
     ),
     pytest.param(
         spec(jobs_per_browser=2.0),
@@ -367,3 +391,60 @@ def test_each_lane_drains_within_its_own_target(
     observation = dataclasses.replace(observe(40, 0, 1, 1), interactive_depth=interactive)
     pool = spec(interactive_target_wait_s=target)
     assert policy.required_browsers(observation, pool) == need
+
+
+@pytest.mark.parametrize(("ready", "bpp"), [(1, 1), (3, 4), (10, 4)])
+def test_blind_need_does_not_depend_on_what_runs(ready: int, bpp: int) -> None:
+    """Busy unknown: the need comes from the depth, not from the browsers the policy started."""
+    seen = policy.Observation(
+        now=NOW, queue_depth=20, ready_replicas=ready, browsers_per_pod=bpp, busy_browsers=None
+    )
+    assert policy.required_browsers(seen, spec()) == 2  # 20 x 1 s / (10 s + 1 s)
+
+
+def test_blind_with_a_constant_depth_stays_bounded() -> None:
+    """Renderers' /metrics unreadable (kwok pods, a NetworkPolicy), 20 jobs that never finish:
+    feeding each decision back must not climb (it went to 24 browsers, 200 jobs to the maximum)."""
+    pool = policy.PoolSpec(max_replicas=10, target_wait_s=5.0, default_render_s=1.0)
+    memory, ready, bpp = policy.State(), 0, 1
+    sizes = []
+    for tick in range(60):
+        seen = policy.Observation(
+            now=NOW + 5 * tick,
+            queue_depth=20,
+            ready_replicas=ready,
+            browsers_per_pod=bpp,
+            busy_browsers=None,
+        )
+        decision = policy.decide(seen, pool, memory)
+        memory, ready, bpp = decision.state, decision.replicas, decision.browsers_per_pod
+        sizes.append(ready * bpp)
+        assert decision.blind
+    assert max(sizes) <= 4  # 20 x 1 s / (5 s + 1 s) / 0.85 utilization
+    assert sizes[-1] == sizes[1]  # no drift once it has seen the depth
+
+
+def test_blind_uses_the_last_reported_render_time() -> None:
+    pool = spec(default_render_s=1.0)
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=20,
+        ready_replicas=1,
+        browsers_per_pod=1,
+        busy_browsers=1,
+        mean_render_s=10.0,
+    )
+    memory = policy.decide(seen, pool, policy.State()).state
+    blind = dataclasses.replace(seen, now=NOW + 5, busy_browsers=None, mean_render_s=None)
+    assert policy.decide(blind, pool, memory).required_browsers == 10  # 20 x 10 / (10 + 10)
+
+
+def test_blind_adds_the_depth_growth() -> None:
+    pool = spec()
+    seen = policy.Observation(
+        now=NOW, queue_depth=20, ready_replicas=1, browsers_per_pod=1, busy_browsers=None
+    )
+    memory = policy.decide(seen, pool, policy.State()).state
+    later = dataclasses.replace(seen, now=NOW + 10, queue_depth=41)  # + 2.1 jobs/s
+    # 41 x 1 / 11 = 3.7, + 2.1 x 1 s = 5.8 browsers: growth is a physical rate, not a guess
+    assert policy.decide(later, pool, memory).required_browsers == 6
