@@ -18,17 +18,27 @@ from typing import Any
 
 import kopf
 
+from reportfarm import renderer_api
 from reportfarm_operator import specs
 
 TEMPLATES_CHECKSUM = "reportfarm.io/templates-checksum"
 """Pod template annotation: inline templates changed -> the pods roll (templates load at start)."""
-START_POOL_SIZE_ENV = "REPORTFARM_POOL_SIZE"
+WORKLOAD_IDENTITY_LABEL = "azure.workload.identity/use"
+"""Pod label AKS's workload identity webhook looks for: it then mounts the federated token and
+sets AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE (from the service account's
+``azure.workload.identity/client-id`` annotation). Set on pools with ``queue.accountUrl``."""
 
 
-def build_all(body: kopf.Body, *, replicas: int) -> list[dict[str, Any]]:
+def build_all(
+    body: kopf.Body, pool: specs.ReportPoolSpec, *, replicas: int
+) -> list[dict[str, Any]]:
     """Every child this ReportPool should have, adopted (owner reference, namespace, labels)."""
-    children = [deployment(body, replicas=replicas), metrics_service(body), disruption_budget(body)]
-    config_map = templates_config_map(body)
+    children = [
+        deployment(body, pool, replicas=replicas),
+        metrics_service(body),
+        disruption_budget(body),
+    ]
+    config_map = templates_config_map(body, pool)
     if config_map is not None:
         children.append(config_map)
     return children
@@ -43,22 +53,21 @@ def _adopted(body: kopf.Body, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
-def deployment(body: kopf.Body, *, replicas: int) -> dict[str, Any]:
+def deployment(body: kopf.Body, spec: specs.ReportPoolSpec, *, replicas: int) -> dict[str, Any]:
     pool = body.metadata.name or ""
-    spec = body.spec
     names = specs.Names(pool)
-    grace = int(specs.get(spec, "terminationGracePeriodSeconds"))
     pod_labels = {**specs.common_labels(pool), **specs.selector_labels(pool)}
+    if spec.queue.account_url:
+        pod_labels[WORKLOAD_IDENTITY_LABEL] = "true"
     annotations = {
         "prometheus.io/scrape": "true",
-        "prometheus.io/port": str(specs.RENDERER_PORT),
-        "prometheus.io/path": "/metrics",
+        "prometheus.io/port": str(renderer_api.PORT),
+        "prometheus.io/path": renderer_api.METRICS_PATH,
     }
-    inline = spec.get("templates", {}).get("inline")
-    if inline:
-        annotations[TEMPLATES_CHECKSUM] = templates_checksum(inline)
+    if spec.inline_templates:
+        annotations[TEMPLATES_CHECKSUM] = templates_checksum(spec.inline_templates)
     pod_spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": grace,
+        "terminationGracePeriodSeconds": spec.termination_grace_s,
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "securityContext": {
@@ -70,7 +79,7 @@ def deployment(body: kopf.Body, *, replicas: int) -> dict[str, Any]:
         },
         "containers": [renderer_container(spec)],
         "volumes": [
-            {"name": "templates", "configMap": {"name": templates_config_map_name(body)}},
+            {"name": "templates", "configMap": {"name": templates_config_map_name(body, spec)}},
             {"name": "tmp", "emptyDir": {}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
         ],
@@ -83,8 +92,8 @@ def deployment(body: kopf.Body, *, replicas: int) -> dict[str, Any]:
             }
         ],
     }
-    if spec.get("serviceAccountName"):
-        pod_spec["serviceAccountName"] = spec["serviceAccountName"]
+    if spec.service_account:
+        pod_spec["serviceAccountName"] = spec.service_account
     manifest = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -107,27 +116,27 @@ def deployment(body: kopf.Body, *, replicas: int) -> dict[str, Any]:
     return _adopted(body, manifest)
 
 
-def renderer_container(spec: Mapping[str, Any]) -> dict[str, Any]:
-    port = specs.RENDERER_PORT
+def renderer_container(spec: specs.ReportPoolSpec) -> dict[str, Any]:
+    port = renderer_api.PORT
 
     def probe(path: str, **tuning: int) -> dict[str, Any]:
         return {"httpGet": {"path": path, "port": "http"}, "timeoutSeconds": 5, **tuning}
 
     return {
         "name": "renderer",
-        "image": spec["image"],
-        "imagePullPolicy": specs.get(spec, "imagePullPolicy"),
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
         # tini as PID 1 reaps Chromium's orphaned helpers (as the image's ENTRYPOINT does); it
         # forwards SIGTERM to the worker alone, which drains its running jobs.
         "command": ["/usr/bin/tini", "--", "reportfarm", "worker"],
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": renderer_env(spec),
-        "resources": specs.resources(spec),
+        "resources": spec.resources,
         # Browsers launch at start: allow them a minute before liveness counts.
-        "startupProbe": probe("/healthz", periodSeconds=2, failureThreshold=30),
+        "startupProbe": probe(renderer_api.HEALTHZ_PATH, periodSeconds=2, failureThreshold=30),
         # /healthz never depends on load, so a busy pod is not killed.
-        "livenessProbe": probe("/healthz", periodSeconds=10, failureThreshold=6),
-        "readinessProbe": probe("/readyz", periodSeconds=5, failureThreshold=2),
+        "livenessProbe": probe(renderer_api.HEALTHZ_PATH, periodSeconds=10, failureThreshold=6),
+        "readinessProbe": probe(renderer_api.READYZ_PATH, periodSeconds=5, failureThreshold=2),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,  # writable: /tmp (also HOME) and /dev/shm only
@@ -141,40 +150,41 @@ def renderer_container(spec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def renderer_env(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    queue = spec["queue"]
-    env: list[dict[str, Any]] = []
-    connection = specs.secret_ref(spec, "connectionSecretRef")
-    if connection is not None:
-        env.append(_from_secret("AZURE_STORAGE_CONNECTION_STRING", connection))
-    else:
-        env.append({"name": "AZURE_STORAGE_ACCOUNT_URL", "value": str(queue["accountUrl"])})
-    values = {
-        "REPORTFARM_QUEUE": queue["name"],
-        "REPORTFARM_CONTAINER": specs.get(spec, "outputContainer"),
-        START_POOL_SIZE_ENV: specs.start_pool_size(spec),
-        "REPORTFARM_TEMPLATES": specs.TEMPLATES_PATH,
-        "REPORTFARM_VISIBILITY_TIMEOUT": specs.get(spec, "visibilityTimeoutSeconds"),
-        "REPORTFARM_DRAIN_TIMEOUT": specs.drain_timeout(spec),
-        "REPORTFARM_PORT": specs.RENDERER_PORT,
-        "REPORTFARM_LOG_FORMAT": "json",
+def renderer_environment(spec: specs.ReportPoolSpec) -> renderer_api.RendererEnvironment:
+    """What a ReportPool's renderers are told (the renderer's contract), before it is a manifest."""
+    queue, connection, token = spec.queue, spec.queue.connection_secret, spec.admin_token_secret
+    return renderer_api.RendererEnvironment(
+        connection_string=None if connection is None else renderer_api.FromSecret(*connection),
+        account_url=None if connection is not None else queue.account_url,
+        blob_url=None if connection is not None else queue.blob_url,
+        queue=queue.name,
+        container=spec.output_container,
+        pool_size=spec.start_pool_size,
+        templates=specs.TEMPLATES_PATH,
+        visibility_timeout=spec.visibility_timeout_s,
+        drain_timeout=spec.drain_timeout_s,
+        port=renderer_api.PORT,
+        log_format="json",
         # The root filesystem is read-only: Chromium's profile and fontconfig's cache go to /tmp.
-        "HOME": "/tmp",
-        "XDG_CACHE_HOME": "/tmp/.cache",
-    }
-    env.extend({"name": name, "value": str(value)} for name, value in values.items())
-    env.append(
-        {"name": "REPORTFARM_WORKER_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        home="/tmp",
+        xdg_cache_home="/tmp/.cache",
+        worker_id=renderer_api.FromPodField("metadata.name"),
+        admin_token=None if token is None else renderer_api.FromSecret(*token),
     )
-    token = specs.secret_ref(spec, "adminTokenSecretRef")
-    if token is not None:
-        env.append(_from_secret("REPORTFARM_ADMIN_TOKEN", token))
-    return env
 
 
-def _from_secret(name: str, ref: tuple[str, str]) -> dict[str, Any]:
-    secret, key = ref
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+def renderer_env(spec: specs.ReportPoolSpec) -> list[dict[str, Any]]:
+    """The container's ``env``: the renderer's environment, Secrets and fields by reference."""
+    return [_entry(name, value) for name, value in renderer_environment(spec).variables()]
+
+
+def _entry(name: str, value: renderer_api.Value) -> dict[str, Any]:
+    if isinstance(value, renderer_api.FromSecret):
+        ref = {"secretKeyRef": {"name": value.name, "key": value.key}}
+        return {"name": name, "valueFrom": ref}
+    if isinstance(value, renderer_api.FromPodField):
+        return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": value.path}}}
+    return {"name": name, "value": value}
 
 
 def metrics_service(body: kopf.Body) -> dict[str, Any]:
@@ -190,7 +200,7 @@ def metrics_service(body: kopf.Body) -> dict[str, Any]:
             "ports": [
                 {
                     "name": "http",
-                    "port": specs.RENDERER_PORT,
+                    "port": renderer_api.PORT,
                     "targetPort": "http",
                     "protocol": "TCP",
                 }
@@ -216,14 +226,14 @@ def disruption_budget(body: kopf.Body) -> dict[str, Any]:
     return _adopted(body, manifest)
 
 
-def templates_config_map_name(body: kopf.Body) -> str:
-    given = body.spec.get("templates", {}).get("configMapName")
-    return str(given) if given else specs.Names(body.metadata.name or "").templates
+def templates_config_map_name(body: kopf.Body, spec: specs.ReportPoolSpec) -> str:
+    given = spec.templates_config_map
+    return given if given else specs.Names(body.metadata.name or "").templates
 
 
-def templates_config_map(body: kopf.Body) -> dict[str, Any] | None:
+def templates_config_map(body: kopf.Body, spec: specs.ReportPoolSpec) -> dict[str, Any] | None:
     """The owned ConfigMap of inline templates; None when the spec names its own ConfigMap."""
-    inline = body.spec.get("templates", {}).get("inline")
+    inline = spec.inline_templates
     if not inline:
         return None
     manifest = {

@@ -1,28 +1,33 @@
 """kopf handlers for ReportPools: decorators only, each handing off to one function.
 
-- start-up: tune kopf, open the runtime (API client, HTTP session, metrics server);
-- create / update / resume: ``reconciling.reconcile`` (the children match the spec);
-- a timer every few seconds: ``scaling.scale`` (observe, decide, apply), then the status, the
-  Events and the operator's metrics;
-- delete: nothing to do: the children go with their owner (ownerReferences, garbage collector),
-  so no finalizer; an optional handler drops the pool's metric series.
+- start-up: tune kopf, open the runtime (API client, HTTP session, metrics server) and start the
+  scaling loop (``ticking.Ticker``: every few seconds ``scaling.scale`` for each pool, then the
+  status, the Events and the operator's metrics);
+- an index of the ReportPools (their latest bodies), which the scaling loop ticks;
+- create / update / resume: ``reconciling.reconcile`` (the children match the spec).
+
+No finalizer: no handler needs one (no timer, no daemon, no mandatory on-delete handler; kopf
+adds a finalizer for any timer or daemon). Deleting a ReportPool, with the operator up or down,
+deletes its children through ownerReferences (the garbage collector).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
 import logging
-import time
 from typing import Any
 
 import kopf
 
-from reportfarm_operator import reconciling, scaling
+from reportfarm_operator import reconciling, ticking, validation
 from reportfarm_operator.runtime import Runtime, open_runtime
 from reportfarm_operator.settings import OperatorSettings
 from reportfarm_operator.specs import GROUP, PLURAL, VERSION
 
 TICK_INTERVAL_S = 5.0
-"""The scaling loop's period (kopf timers never overlap themselves)."""
+"""The scaling loop's period."""
 
 
 def runtime_of(memo: kopf.Memo) -> Runtime:
@@ -33,15 +38,18 @@ def runtime_of(memo: kopf.Memo) -> Runtime:
 
 
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    # Only warnings become Events: kopf would post "Timer ... succeeded" on every tick.
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+    report_pools: kopf.Index[Any, Any] = kwargs["report_pools"]  # the index below, by name
+    # Only warnings become Events: kopf would post "Handler ... succeeded" on every change.
     settings.posting.level = logging.WARNING
     # kopf's own bookkeeping goes to annotations under our domain, not into our status.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    # Named for our domain, should a handler ever need one (none does: children are owned).
+    # No handler needs a finalizer. Earlier versions (with a kopf timer) put this one on every
+    # pool: kopf removes a finalizer of this name when no handler requires it, so upgrading
+    # cleans them up. With the operator gone, remove it by hand (README: "Deleting a pool").
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     # Reconnect watch streams every few minutes, so a silently dropped connection heals.
     settings.watching.server_timeout = 270
@@ -53,56 +61,48 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # (Helm installs crds/ first) and the namespaces are given. Least privilege: no cluster-scoped
     # permission at all when watching one namespace. Restart the operator if the CRD comes later.
     settings.scanning.disabled = True
-    memo.runtime = await open_runtime(OperatorSettings.from_env())
+    runtime = await open_runtime(OperatorSettings.from_env())
+    memo.runtime = runtime
+    ticker = ticking.Ticker(runtime, pools=lambda: _latest(report_pools), interval=TICK_INTERVAL_S)
+    memo.ticker = asyncio.create_task(ticker.run(), name="reportfarm scaling loop")
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("ticker")
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     runtime = memo.get("runtime")
     if isinstance(runtime, Runtime):
         await runtime.close()
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def report_pools(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    """(namespace, name) -> the pool's latest body, for the scaling loop."""
+    return {(namespace or "", name): copy.deepcopy(dict(body))}
+
+
+def _latest(index: kopf.Index[Any, Any]) -> list[dict[str, Any]]:
+    found = []
+    for key in list(index):
+        for body in index.get(key, ()):
+            found.append(body)
+            break
+    return found
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    applied = await reconciling.reconcile(body, kube=runtime_of(memo).kube)
-    logger.info("children applied: %s", ", ".join(applied))
-
-
-# No ``idle=``: every tick writes the status (the policy's memory), which would reset kopf's idle
-# clock and starve the timer. A failed tick is retried after one interval, not kopf's default 60 s.
-@kopf.timer(GROUP, VERSION, PLURAL, interval=TICK_INTERVAL_S, backoff=TICK_INTERVAL_S)
-async def scale(
-    body: kopf.Body,
-    patch: kopf.Patch,
-    name: str,
-    namespace: str | None,
-    memo: kopf.Memo,
-    logger: kopf.Logger,
-    **_: Any,
-) -> None:
-    runtime = runtime_of(memo)
-    started = time.monotonic()
     try:
-        outcome = await scaling.scale(
-            body, kube=runtime.kube, observer=runtime.observer, now=time.time()
-        )
-    except Exception:
-        runtime.metrics.loop_errors.inc()
-        raise
-    finally:
-        runtime.metrics.loop_seconds.observe(time.monotonic() - started)
-    if outcome is None:
-        return
-    patch.status.update(outcome.status)
-    for event in outcome.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
-        logger.info("%s: %s", event.reason, event.message)
-    runtime.metrics.record(namespace or "", name, outcome)
-
-
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
-async def forget(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
-    runtime_of(memo).metrics.forget(namespace or "", name)
+        spec = validation.parse(body.spec)
+    except validation.SpecError as error:
+        # Not retried until the spec changes (kopf posts it as an Error Event on the pool); the
+        # scaling loop reports it in the status, with a Warning Event naming the field.
+        raise kopf.PermanentError(f"invalid spec: {error}") from error
+    applied = await reconciling.reconcile(body, spec, kube=runtime_of(memo).kube)
+    logger.info("children applied: %s", ", ".join(applied))

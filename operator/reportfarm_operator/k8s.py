@@ -21,6 +21,7 @@ import kubernetes
 MERGE_PATCH = "application/merge-patch+json"
 _PLURALS = {
     ("v1", "ConfigMap"): "configmaps",
+    ("v1", "Event"): "events",
     ("v1", "Pod"): "pods",
     ("v1", "Secret"): "secrets",
     ("v1", "Service"): "services",
@@ -146,3 +147,31 @@ class Kube:
         if encoded is None:
             raise KeyError(f"Secret {namespace}/{name} has no key {key!r}")
         return base64.b64decode(encoded).decode()
+
+
+def event_manifest(
+    involved: Mapping[str, Any], *, type: str, reason: str, message: str, now: str
+) -> dict[str, Any]:
+    """A core/v1 Event about ``involved`` (an object's apiVersion, kind and metadata)."""
+    meta = involved["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": involved["apiVersion"],
+            "kind": involved["kind"],
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
+        "type": type,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": "reportfarm-operator"},
+        "reportingComponent": "reportfarm.io/operator",
+        "reportingInstance": "reportfarm-operator",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }

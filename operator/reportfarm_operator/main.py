@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     namespaces = list(args.namespace or settings.namespaces)
     from reportfarm_operator import handlers  # noqa: F401  (registers the handlers with kopf)
 
-    liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
+    host = settings.bind_address
+    host = f"[{host}]" if ":" in host else host
+    liveness = f"http://{host}:{settings.health_port}/healthz" if settings.health_port else None
     kopf.run(
         standalone=args.peering is None,
         peering_name=args.peering,

@@ -75,6 +75,18 @@ class OperatorMetrics:
             _POOL,
             registry=r,
         )
+        self.blind = Gauge(
+            "reportfarm_operator_blind",
+            "1 when a ready renderer's /metrics could not be read (busy browsers unknown).",
+            _POOL,
+            registry=r,
+        )
+        self.spec_invalid = Gauge(
+            "reportfarm_operator_spec_invalid",
+            "1 when the pool's spec cannot be used (nothing is scaled).",
+            _POOL,
+            registry=r,
+        )
         self.saturated = Gauge(
             "reportfarm_operator_saturated",
             "1 when the need exceeds replicas.max full pods.",
@@ -85,13 +97,17 @@ class OperatorMetrics:
     def record(self, namespace: str, pool: str, outcome: scaling.Outcome) -> None:
         labels = {"namespace": namespace, "pool": pool}
         decision, seen = outcome.decision, outcome.seen
+        self.spec_invalid.labels(**labels).set(1 if decision is None else 0)
+        if decision is None or seen is None:
+            return
+        self.blind.labels(**labels).set(1 if seen.silent else 0)
         self.decisions.labels(reason=decision.reason.value).inc()
         self.desired_replicas.labels(**labels).set(decision.replicas)
         self.desired_browsers.labels(**labels).set(decision.browsers_per_pod)
         self.required_browsers.labels(**labels).set(decision.required_browsers)
         self.saturated.labels(**labels).set(1 if decision.saturated else 0)
-        if seen.queue_error is None:
-            self.queue_depth.labels(**labels).set(seen.queue_depth or 0)
+        if seen.queue.error is None:
+            self.queue_depth.labels(**labels).set(seen.queue.depth or 0)
         else:
             self.queue_read_errors.labels(**labels).inc()
         if seen.resize_errors:
@@ -107,6 +123,8 @@ class OperatorMetrics:
             self.required_browsers,
             self.queue_depth,
             self.saturated,
+            self.blind,
+            self.spec_invalid,
         )
         for metric in per_pool:
             try:

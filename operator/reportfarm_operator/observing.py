@@ -3,11 +3,15 @@ inside a pod, the pool resize.
 
 - The queue: ``JobQueue.depth()`` (Azure's approximate count: it includes in-flight messages),
   the connection string read from the ReportPool's Secret at each tick (a rotated key is picked
-  up). Any failure is a reading with ``depth=None``, never an exception: the policy then keeps the
-  current size.
+  up), or, for a ``queue.accountUrl`` pool, the operator's own DefaultAzureCredential (workload
+  identity: the operator's service account needs a queue reader role on that account).
+  A queue that does not exist yet reads as empty and ``missing`` (a new pool waits for its
+  first job; the first sender creates the queue). Any other failure is a reading with
+  ``depth=None`` and a one-line reason (never Azure's XML body), never an exception: the policy
+  then keeps the current size.
 - The renderers: their ``/metrics`` (pool size, busy browsers, the ``pdf_generation`` histogram),
-  over HTTP with a short timeout. A pod that does not answer (starting, or a fake pod in tests)
-  reads as ``None``: the loop falls back to the queue depth alone.
+  over HTTP with a short timeout. A pod that does not answer (starting, a NetworkPolicy, a fake
+  pod in tests) reads as the short reason why: the loop then runs blind (busy browsers unknown).
 """
 
 from __future__ import annotations
@@ -17,19 +21,20 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import aiohttp
 from azure.core import exceptions as azure_errors
+from azure.core.credentials_async import AsyncTokenCredential
 from prometheus_client import parser
 
-from reportfarm import contract
+from reportfarm import contract, renderer_api
+from reportfarm import settings as common
+from reportfarm.storage import accounts
 from reportfarm.storage.queueing import JobQueue
 from reportfarm_operator import k8s, specs
 
 logger = logging.getLogger(__name__)
 
-RENDER_STAGE = "pdf_generation"
 _FORGET_PODS_AFTER_S = 600.0
 
 
@@ -41,6 +46,8 @@ class QueueReading:
     error: str | None = None
     interactive_depth: int | None = None
     """The part of ``depth`` on the interactive lane (``<queue>-interactive``)."""
+    missing: bool = False
+    """The queue does not exist yet (no job was ever sent): depth 0, not an outage."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,21 +81,22 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
 
 def parse_metrics(text: str) -> tuple[int, int, float, float]:
     """(pool size, busy browsers, render count, render seconds) from a renderer's /metrics."""
+    api = renderer_api
     values: dict[str, float] = {}
     for family in parser.text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name in ("reportfarm_pool_size", "reportfarm_pool_busy"):
+            if sample.name in (api.POOL_SIZE_METRIC, api.POOL_BUSY_METRIC):
                 values[sample.name] = sample.value
-            elif sample.labels.get("stage") == RENDER_STAGE and sample.name in (
-                "reportfarm_stage_duration_seconds_count",
-                "reportfarm_stage_duration_seconds_sum",
+            elif sample.labels.get("stage") == api.RENDER_STAGE and sample.name in (
+                f"{api.STAGE_SECONDS_METRIC}_count",
+                f"{api.STAGE_SECONDS_METRIC}_sum",
             ):
                 values[sample.name.rsplit("_", 1)[1]] = sample.value
-    if "reportfarm_pool_size" not in values or "reportfarm_pool_busy" not in values:
-        raise ValueError("no reportfarm_pool_size / reportfarm_pool_busy in /metrics")
+    if api.POOL_SIZE_METRIC not in values or api.POOL_BUSY_METRIC not in values:
+        raise ValueError(f"no {api.POOL_SIZE_METRIC} / {api.POOL_BUSY_METRIC} in /metrics")
     return (
-        int(values["reportfarm_pool_size"]),
-        int(values["reportfarm_pool_busy"]),
+        int(values[api.POOL_SIZE_METRIC]),
+        int(values[api.POOL_BUSY_METRIC]),
         values.get("count", 0.0),
         values.get("sum", 0.0),
     )
@@ -108,46 +116,53 @@ class Observer:
         kube: k8s.Kube,
         session: aiohttp.ClientSession,
         queue_timeout: float,
-        port: int = specs.RENDERER_PORT,
+        port: int = renderer_api.PORT,
     ) -> None:
         self.kube = kube
         self.session = session
         self.queue_timeout = queue_timeout
         self.port = port
+        self._credential: AsyncTokenCredential | None = None
+        """DefaultAzureCredential for ``queue.accountUrl`` pools, made at the first one's read and
+        kept (its tokens are cached across ticks); closed by :meth:`close`."""
         self._previous: dict[str, tuple[float, float, float]] = {}  # pod uid -> (count, sum, at)
 
-    async def queue(self, namespace: str, spec: Mapping[str, Any]) -> QueueReading:
+    async def queue(self, namespace: str, queue: specs.QueueSpec) -> QueueReading:
         try:
             async with asyncio.timeout(self.queue_timeout):
-                return await self._read_queue(namespace, spec)
+                return await self._read_queue(namespace, queue)
+        except azure_errors.ResourceNotFoundError as error:
+            if getattr(error, "error_code", None) == "QueueNotFound":
+                return QueueReading(depth=0, poison_depth=0, interactive_depth=0, missing=True)
+            return QueueReading(depth=None, error=short_reason(error))
         except Exception as error:  # any failure means "unknown depth", which the policy handles
-            message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            logger.warning("queue of %s unreadable: %s", namespace, message)
-            return QueueReading(depth=None, error=message)
+            return QueueReading(depth=None, error=short_reason(error))
 
-    async def _read_queue(self, namespace: str, spec: Mapping[str, Any]) -> QueueReading:
-        name = str(spec["queue"]["name"])
-        ref = specs.secret_ref(spec, "connectionSecretRef")
-        if ref is None:
-            return await _read_queue_with_identity(str(spec["queue"]["accountUrl"]), name)
-        connection = await self.kube.secret_value(namespace, *ref)
-        interactive_name = contract.lane_queue_name(name, "interactive")
-        async with (
-            JobQueue(connection, name) as queue,
-            JobQueue(connection, interactive_name) as interactive,
-        ):
-            depth = await queue.depth()
-            poison = await queue.poison_depth()
-            fast = await _depth_or_zero(interactive)
-            poison += await interactive.poison_depth()
-        return QueueReading(depth=depth + fast, poison_depth=poison, interactive_depth=fast)
+    async def close(self) -> None:
+        if self._credential is not None:
+            await self._credential.close()
+            self._credential = None
 
-    async def admin_token(self, namespace: str, spec: Mapping[str, Any]) -> str | None:
-        ref = specs.secret_ref(spec, "adminTokenSecretRef")
+    async def _read_queue(self, namespace: str, queue: specs.QueueSpec) -> QueueReading:
+        if queue.connection_secret is None:
+            if self._credential is None:
+                self._credential = accounts.default_credential()
+            storage = common.StorageSettings(
+                connection_string=None, account_url=queue.account_url, blob_url=queue.blob_url
+            )
+        else:
+            storage = common.StorageSettings(
+                connection_string=await self.kube.secret_value(namespace, *queue.connection_secret)
+            )
+        async with accounts.opened(storage, credential=self._credential) as account:
+            return await _read_depths(account, queue.name)
+
+    async def admin_token(self, namespace: str, spec: specs.ReportPoolSpec) -> str | None:
+        ref = spec.admin_token_secret
         return None if ref is None else await self.kube.secret_value(namespace, *ref)
 
-    async def pod_loads(self, pods: Mapping[str, tuple[str, str]]) -> dict[str, PodLoad | None]:
-        """Pod name -> its load, or None if it did not answer. ``pods``: name -> (uid, IP)."""
+    async def pod_loads(self, pods: Mapping[str, tuple[str, str]]) -> dict[str, PodLoad | str]:
+        """Pod name -> its load, or why it did not answer. ``pods``: name -> (uid, IP)."""
         now = time.monotonic()
         names = list(pods)
         answers = await asyncio.gather(*(self._pod_load(*pods[name], now=now) for name in names))
@@ -158,14 +173,17 @@ class Observer:
         }
         return dict(zip(names, answers, strict=True))
 
-    async def _pod_load(self, uid: str, ip: str, *, now: float) -> PodLoad | None:
+    async def _pod_load(self, uid: str, ip: str, *, now: float) -> PodLoad | str:
         try:
-            async with self.session.get(f"{_base_url(ip, self.port)}/metrics") as response:
-                response.raise_for_status()
+            async with self.session.get(
+                f"{_base_url(ip, self.port)}{renderer_api.METRICS_PATH}"
+            ) as response:
+                if response.status >= 300:
+                    return f"/metrics answered HTTP {response.status}"
                 size, busy, count, seconds = parse_metrics(await response.text())
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             logger.debug("renderer %s did not answer /metrics: %s", ip, error)
-            return None
+            return short_reason(error)
         last_count, last_seconds, _ = self._previous.get(uid, (0.0, 0.0, now))
         if count < last_count:  # the renderer restarted: its counters too
             last_count, last_seconds = 0.0, 0.0
@@ -184,7 +202,9 @@ class Observer:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
             async with self.session.put(
-                f"{_base_url(ip, self.port)}/pool", json={"size": size}, headers=headers
+                f"{_base_url(ip, self.port)}{renderer_api.POOL_PATH}",
+                json=renderer_api.pool_body(size),
+                headers=headers,
             ) as response:
                 if response.status >= 300:
                     return f"HTTP {response.status}: {(await response.text())[:200]}"
@@ -193,22 +213,34 @@ class Observer:
         return None
 
 
-async def _read_queue_with_identity(account_url: str, name: str) -> QueueReading:
-    """Workload identity: Azure's DefaultAzureCredential (needs the azure-identity package)."""
-    try:
-        from azure.identity.aio import DefaultAzureCredential
-    except ImportError:
-        return QueueReading(
-            depth=None, error="queue.accountUrl needs the azure-identity package in the operator"
-        )
-    from azure.storage.queue.aio import QueueClient
+def short_reason(error: BaseException) -> str:
+    """One line for a status message: the error's type and first line, never a response body.
 
+    Azure's errors carry the service's XML and a new request id on every call: only the status
+    code and the error code are kept, so the message stays the same while the fault does.
+    """
+    if isinstance(error, azure_errors.HttpResponseError):
+        code = getattr(error, "error_code", None) or error.reason or ""
+        return f"HTTP {error.status_code} {code}".strip()
+    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+        return "timed out"
+    text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    name = type(error).__name__
+    return (f"{name}: {first}" if first else name)[:200]
+
+
+async def _read_depths(account: accounts.Account, name: str) -> QueueReading:
+    interactive_name = contract.lane_queue_name(name, "interactive")
     async with (
-        DefaultAzureCredential() as credential,
-        QueueClient(account_url, name, credential=credential) as client,
+        JobQueue(account, name) as queue,
+        JobQueue(account, interactive_name) as interactive,
     ):
-        properties = await client.get_queue_properties()
-    return QueueReading(depth=int(properties.approximate_message_count or 0))
+        depth = await queue.depth()
+        poison = await queue.poison_depth()
+        fast = await _depth_or_zero(interactive)
+        poison += await interactive.poison_depth()
+    return QueueReading(depth=depth + fast, poison_depth=poison, interactive_depth=fast)
 
 
 async def _depth_or_zero(queue: JobQueue) -> int:

@@ -18,20 +18,20 @@ from reportfarm_operator import children, k8s, specs
 logger = logging.getLogger(__name__)
 
 
-async def reconcile(body: kopf.Body, *, kube: k8s.Kube) -> list[str]:
-    """Apply every child; returns their ``Kind/name`` for the log."""
+async def reconcile(body: kopf.Body, spec: specs.ReportPoolSpec, *, kube: k8s.Kube) -> list[str]:
+    """Apply every child of ``body`` (its spec parsed: ``spec``); returns their ``Kind/name``."""
     applied = []
-    for manifest in children.build_all(body, replicas=initial_replicas(body)):
+    for manifest in children.build_all(body, spec, replicas=initial_replicas(body, spec)):
         await apply(kube, manifest, owner_uid=body.metadata.uid or "")
         applied.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
-    if children.templates_config_map(body) is None:  # templates moved to the user's ConfigMap
+    if not spec.inline_templates:  # templates moved to the user's ConfigMap
         await _drop_owned_templates(body, kube=kube)
     return applied
 
 
-def initial_replicas(body: kopf.Body) -> int:
+def initial_replicas(body: kopf.Body, spec: specs.ReportPoolSpec) -> int:
     decided = body.status.get("replicas")
-    return int(decided) if decided is not None else int(specs.get(body.spec, "replicas", "min"))
+    return int(decided) if decided is not None else spec.policy.min_replicas
 
 
 async def apply(kube: k8s.Kube, manifest: Mapping[str, Any], *, owner_uid: str) -> None:

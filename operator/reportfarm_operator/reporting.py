@@ -1,33 +1,30 @@
-"""What a ReportPool says about itself: its status (with conditions) and its Events. Pure.
+"""What a ReportPool says about itself: its status and its Events. Pure.
 
-Conditions (``lastTransitionTime`` moves only when the status flips):
-- ``Ready``: the pool can render: a pod is ready, or none is wanted (scaled to zero).
-- ``QueueReachable``: the last queue read worked; if not, the size is kept as it was.
-- ``Scaling``: pods or pool sizes are still converging to the last decision.
-- ``Degraded``: something keeps the pool from what it needs (queue unreadable, resizes failing,
-  or the need exceeds ``replicas.max`` full pods).
+The status reports what was seen, never what was only asked for: per pod, the pool size is the
+one the pod itself reported (absent when it did not answer); ``browsers`` (the BROWSERS column)
+is ``running/desired``, with ``?`` for running while a ready pod's metrics are unreadable.
+``reason`` (the REASON column) is the most pressing fact: an invalid spec, an unreachable queue,
+pods Kubernetes cannot run, failed resizes; else the last decision's reason. The conditions are
+in ``conditions`` (``reportfarm_operator.conditions``).
+
+Events only for what happened: the Deployment's replicas changed, pools were resized (naming the
+pods), a resize failed (Warning, pod and reason), and a condition turned bad or good again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reportfarm import policy
+from reportfarm_operator import conditions as conditioning
+from reportfarm_operator import observing, pods, validation
 
-CHANGES = frozenset(
-    {
-        policy.Reason.SCALE_UP,
-        policy.Reason.SCALE_DOWN,
-        policy.Reason.POOL_GROW,
-        policy.Reason.POOL_SHRINK,
-        policy.Reason.WAKE_FROM_ZERO,
-        policy.Reason.SCALE_TO_ZERO,
-    }
-)
-"""Decisions that change the size: each gets an Event."""
+MAX_PODS_IN_STATUS = 50
+"""Pods listed one by one in the status (the rest are counted): a status stays small."""
+_GROWING = frozenset({policy.Reason.SCALE_UP, policy.Reason.WAKE_FROM_ZERO})
+_SHRINKING = frozenset({policy.Reason.SCALE_DOWN, policy.Reason.SCALE_TO_ZERO})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,20 +40,49 @@ class Seen:
     """What one tick observed and did, as the status reports it."""
 
     decision: policy.Decision
+    replicas_before: int
+    """The Deployment's spec.replicas before this tick (a change gets an Event)."""
     deployment_replicas: int
     """Pods the Deployment has (its status), before this tick's change."""
     ready_replicas: int
-    pool_sizes: Sequence[int]
-    """The pool size of each renderer that answered."""
-    queue_depth: int | None
-    poison_depth: int | None
-    queue_error: str | None
+    pods: Sequence[pods.Pod]
+    loads: Mapping[str, observing.PodLoad | str]
+    """Per pod: what it reported on /metrics, or why it did not answer."""
+    queue: observing.QueueReading
+    queue_name: str
+    resized: Sequence[str] = ()
+    """Pods whose pool was resized to the decision's browsers per pod this tick."""
     resize_errors: Sequence[str] = ()
+    """``pod: reason`` of each failed PUT /pool."""
+    spec_problems: Sequence[validation.Problem] = ()
+    """Non-fatal problems of the spec (adjusted values)."""
+
+    @property
+    def pool_sizes(self) -> list[int]:
+        return [load.size for load in self.loads.values() if isinstance(load, observing.PodLoad)]
+
+    @property
+    def silent(self) -> dict[str, str]:
+        """Ready pods whose /metrics could not be read, and why."""
+        return {
+            pod.name: load if isinstance(load, str) else "no pod IP"
+            for pod in self.pods
+            if pod.ready and not isinstance(load := self.loads.get(pod.name), observing.PodLoad)
+        }
+
+    @property
+    def running_browsers(self) -> int | None:
+        """Browsers the ready pods run, by their own word; None if a ready pod did not answer."""
+        if self.silent:
+            return None
+        return sum(
+            load.size
+            for pod in self.pods
+            if pod.ready and isinstance(load := self.loads.get(pod.name), observing.PodLoad)
+        )
 
 
-def timestamp(now: float) -> str:
-    """RFC 3339, as Kubernetes writes times."""
-    return datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+timestamp = conditioning.timestamp
 
 
 def most_common(sizes: Sequence[int]) -> int | None:
@@ -72,15 +98,27 @@ def status(
         previous.get("replicas"),
         previous.get("browsersPerPod"),
     )
+    found = conditioning.conditions(
+        seen, previous=previous.get("conditions") or [], now=now, generation=generation
+    )
+    running, desired = seen.running_browsers, decision.replicas * decision.browsers_per_pod
+    reason, message = headline(found, decision=decision)
     return {
         "observedGeneration": generation,
+        "reason": reason,
+        "message": message,
         "replicas": decision.replicas,
         "browsersPerPod": decision.browsers_per_pod,
+        "browsers": f"{'?' if running is None else running}/{desired}",
+        "runningBrowsers": running,
+        "desiredBrowsers": desired,
         "currentReplicas": seen.deployment_replicas,
         "readyReplicas": seen.ready_replicas,
         "currentBrowsersPerPod": most_common(seen.pool_sizes),
-        "queueDepth": seen.queue_depth,
-        "poisonDepth": seen.poison_depth,
+        "pods": pod_list(seen),
+        "podsNotListed": max(0, len(seen.pods) - MAX_PODS_IN_STATUS) or None,
+        "queueDepth": seen.queue.depth,
+        "poisonDepth": seen.queue.poison_depth,
         "requiredBrowsers": decision.required_browsers,
         "lastDecision": {
             "reason": decision.reason.value,
@@ -90,89 +128,95 @@ def status(
             "time": timestamp(now),
         },
         "lastScaleTime": timestamp(now) if changed else previous.get("lastScaleTime"),
-        "conditions": conditions(
-            seen, previous=previous.get("conditions") or [], now=now, generation=generation
-        ),
+        "conditions": found,
         "policy": decision.state.to_dict(),
     }
 
 
-def conditions(
-    seen: Seen, *, previous: Sequence[Mapping[str, Any]], now: float, generation: int | None
-) -> list[dict[str, Any]]:
-    decision = seen.decision
-    wanted, ready = decision.replicas, seen.ready_replicas
-    pods = f"{ready}/{wanted} pods ready"
-    if wanted == 0:
-        ready_condition = (True, "ScaledToZero", "no work: zero pods")
-    else:
-        ready_condition = (ready > 0, "PodsReady" if ready else "PodsNotReady", pods)
-    if seen.queue_error is None:
-        queue = (True, "QueueRead", f"depth {seen.queue_depth}, poison {seen.poison_depth}")
-    else:
-        queue = (False, "QueueUnreadable", f"keeping the current size: {seen.queue_error}")
-    resizing = any(size != decision.browsers_per_pod for size in seen.pool_sizes)
-    if seen.deployment_replicas != wanted or ready != wanted:
-        direction = "ScalingUp" if wanted > min(ready, seen.deployment_replicas) else "ScalingDown"
-        scaling = (True, direction, f"{pods}, {seen.deployment_replicas} exist")
-    elif resizing:
-        scaling = (True, "ResizingPools", f"pools -> {decision.browsers_per_pod} browsers")
-    else:
-        scaling = (False, "Stable", f"{wanted} pods x {decision.browsers_per_pod} browsers")
-    if seen.resize_errors:
-        degraded = (True, "PoolResizeFailed", "; ".join(seen.resize_errors)[:1000])
-    elif seen.queue_error is not None:
-        degraded = (True, "QueueUnreadable", queue[2])
-    elif decision.saturated:
-        degraded = (True, "AtMaxReplicas", f"need {decision.required_browsers} browsers")
-    else:
-        degraded = (False, "AsExpected", "")
-    old = {str(c.get("type")): c for c in previous}
-    return [
-        _condition(kind, value, old=old.get(kind), now=now, generation=generation)
-        for kind, value in (
-            ("Ready", ready_condition),
-            ("QueueReachable", queue),
-            ("Scaling", scaling),
-            ("Degraded", degraded),
-        )
-    ]
+def headline(
+    found: Sequence[Mapping[str, Any]], *, decision: policy.Decision | None
+) -> tuple[str, str]:
+    """(reason, message) for the REASON column: Degraded's reason when it is true, else the
+    last decision's."""
+    degraded = next((c for c in found if c["type"] == "Degraded"), None)
+    if degraded is not None and degraded["status"] == "True":
+        return str(degraded["reason"]), str(degraded["message"])
+    if decision is None:
+        return "Unknown", ""
+    return decision.reason.value, decision.message
 
 
-def _condition(
-    kind: str,
-    value: tuple[bool, str, str],
+def pod_list(seen: Seen) -> list[dict[str, Any]]:
+    listed = []
+    for pod in seen.pods[:MAX_PODS_IN_STATUS]:
+        load = seen.loads.get(pod.name)
+        entry: dict[str, Any] = {"name": pod.name, "phase": pod.phase, "ready": pod.ready}
+        if isinstance(load, observing.PodLoad):
+            entry["poolSize"], entry["busy"] = load.size, load.busy
+        elif pod.ip:
+            entry["metrics"] = load or "not read"
+        if pod.stuck_reason:
+            entry["reason"] = pod.stuck_reason
+            entry["message"] = pod.stuck_message
+        listed.append(entry)
+    return listed
+
+
+def invalid_status(
+    error: validation.SpecError,
     *,
-    old: Mapping[str, Any] | None,
+    previous: Mapping[str, Any],
     now: float,
     generation: int | None,
 ) -> dict[str, Any]:
-    flag, reason, message = value
-    state = "True" if flag else "False"
-    since = old.get("lastTransitionTime") if old and old.get("status") == state else None
-    return {
-        "type": kind,
-        "status": state,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since or timestamp(now),
-        "observedGeneration": generation,
+    """The status of a pool whose spec cannot be used: nothing is decided, the size is kept."""
+    found = conditioning.invalid(
+        error, previous=previous.get("conditions") or [], now=now, generation=generation
+    )
+    reason, message = headline(found, decision=None)
+    return {"observedGeneration": generation, "reason": reason, "message": message} | {
+        "conditions": found
     }
 
 
-def events(seen: Seen, *, previous: Mapping[str, Any]) -> list[Event]:
-    """An Event for each size change, and one when the queue becomes (un)reachable."""
+def events(
+    seen: Seen, *, previous: Mapping[str, Any], current: Sequence[Mapping[str, Any]]
+) -> list[Event]:
+    """Events for what this tick did, and for conditions that turned bad or good again
+    (``current``: this tick's conditions)."""
     found = []
     decision = seen.decision
-    if decision.reason in CHANGES:
-        found.append(Event("Normal", decision.reason.value, decision.message))
+    before, after = seen.replicas_before, decision.replicas
+    if after != before:
+        reason = decision.reason
+        if reason not in (_GROWING if after > before else _SHRINKING):
+            reason = policy.Reason.SCALE_UP if after > before else policy.Reason.SCALE_DOWN
+        found.append(Event("Normal", reason.value, f"{before} -> {after} pods: {decision.message}"))
+    if seen.resized:
+        olds = {
+            load.size
+            for name in seen.resized
+            if isinstance(load := seen.loads.get(name), observing.PodLoad)
+        }
+        grow = all(old < decision.browsers_per_pod for old in olds)
+        reason = policy.Reason.POOL_GROW if grow else policy.Reason.POOL_SHRINK
+        pods_text = ", ".join(seen.resized[:10]) + (" ..." if len(seen.resized) > 10 else "")
+        message = f"{len(seen.resized)} pod(s) now run {decision.browsers_per_pod} browsers: "
+        found.append(Event("Normal", reason.value, message + pods_text))
     was = {str(c.get("type")): c for c in previous.get("conditions") or []}
-    queue_was = was.get("QueueReachable", {}).get("status")
-    reachable = seen.queue_error is None
-    if not reachable and queue_was != "False":
-        found.append(Event("Warning", "QueueUnreadable", f"keeping the size: {seen.queue_error}"))
-    elif reachable and queue_was == "False":
-        found.append(Event("Normal", "QueueReachable", f"queue depth {seen.queue_depth}"))
-    if seen.resize_errors and was.get("Degraded", {}).get("reason") != "PoolResizeFailed":
-        found.append(Event("Warning", "PoolResizeFailed", "; ".join(seen.resize_errors)[:1000]))
+    if seen.resize_errors:
+        text = "; ".join(seen.resize_errors)[:1000]
+        degraded = was.get("Degraded", {})
+        if degraded.get("reason") != "PoolResizeFailed" or degraded.get("message") != text:
+            found.append(Event("Warning", "PoolResizeFailed", text))
+    found += [Event(*event) for event in conditioning.transitions(current, was=was)]
     return found
+
+
+def invalid_events(error: validation.SpecError, *, previous: Mapping[str, Any]) -> list[Event]:
+    """One Warning per new wording of the problem (not one every tick)."""
+    was = {str(c.get("type")): c for c in previous.get("conditions") or []}
+    spec_valid = was.get("SpecValid", {})
+    if spec_valid.get("status") == "False" and spec_valid.get("message") == str(error)[:1000]:
+        return []
+    return [Event("Warning", "InvalidSpec", str(error)[:1000])]

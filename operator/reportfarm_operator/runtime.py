@@ -34,6 +34,7 @@ class Runtime:
             server.shutdown()
             server.server_close()
             thread.join(timeout=5)
+        await self.observer.close()
         await self.session.close()
         self.kube.close()
 
@@ -54,6 +55,10 @@ async def open_runtime(settings: OperatorSettings) -> Runtime:
         session=session,
     )
     if settings.metrics_port:
-        runtime.metrics_server = runtime.metrics.serve(settings.metrics_port)
-        logger.info("operator metrics on :%d/metrics", settings.metrics_port)
+        runtime.metrics_server = runtime.metrics.serve(
+            settings.metrics_port, address=settings.bind_address
+        )
+        logger.info(
+            "operator metrics on %s:%d/metrics", settings.bind_address, settings.metrics_port
+        )
     return runtime

@@ -8,7 +8,10 @@ Apply, in this order:
 3. the Deployment's replicas.
 
 The policy's memory comes from the ReportPool's status and goes back into it, so a restarted
-operator carries on where the last one stopped. An unreadable queue keeps the current size.
+operator carries on where the last one stopped. An unreadable queue keeps the current size; so
+does a spec the operator cannot use (its status and a Warning Event name the field). When a ready
+renderer's ``/metrics`` cannot be read, busy browsers are unknown (``None``) and the policy sizes
+from the queue alone: the ``MetricsReadable`` condition says so, naming the pods.
 """
 
 from __future__ import annotations
@@ -22,51 +25,25 @@ from typing import Any
 import kopf
 
 from reportfarm import policy
-from reportfarm_operator import k8s, observing, reconciling, reporting, specs
+from reportfarm_operator import k8s, observing, pods, reconciling, reporting, specs, validation
 
 logger = logging.getLogger(__name__)
 
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-
-
-@dataclasses.dataclass(frozen=True)
-class Pod:
-    name: str
-    uid: str
-    ip: str | None
-    ready: bool
-    deletion_cost: str | None
+DELETION_COST = pods.DELETION_COST
+Pod = pods.Pod
+pods_of = pods.pods_of
+Loads = Mapping[str, observing.PodLoad | str]
 
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What a tick decided and what to write: the status patch and the Events."""
+    """What a tick decided and what to write: the status patch and the Events.
+    ``decision`` and ``seen`` are None when the spec cannot be used."""
 
-    decision: policy.Decision
+    decision: policy.Decision | None
     status: dict[str, Any]
     events: list[reporting.Event]
-    seen: reporting.Seen
-
-
-def pods_of(items: Sequence[Mapping[str, Any]]) -> list[Pod]:
-    """The pods that count: not terminating (a terminating pod drains and is gone)."""
-    pods = []
-    for item in items:
-        meta, status = item.get("metadata", {}), item.get("status", {})
-        if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
-            continue
-        conditions = status.get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        pods.append(
-            Pod(
-                name=meta["name"],
-                uid=meta.get("uid", ""),
-                ip=status.get("podIP") or None,
-                ready=ready,
-                deletion_cost=(meta.get("annotations") or {}).get(DELETION_COST),
-            )
-        )
-    return sorted(pods, key=lambda pod: pod.name)
+    seen: reporting.Seen | None
 
 
 def observe(
@@ -74,20 +51,23 @@ def observe(
     now: float,
     reading: observing.QueueReading,
     pods: Sequence[Pod],
-    loads: Mapping[str, observing.PodLoad | None],
+    loads: Loads,
     start_size: int,
 ) -> policy.Observation:
     ready = [pod for pod in pods if pod.ready]
-    sizes = [load.size for load in loads.values() if load is not None]
-    all_answered = all(loads.get(pod.name) is not None for pod in ready)
-    busy = sum(load.busy for load in loads.values() if load is not None) if all_answered else None
+    answered = [load for load in loads.values() if isinstance(load, observing.PodLoad)]
+    sizes = [load.size for load in answered]
+    blind = any(not isinstance(loads.get(pod.name), observing.PodLoad) for pod in ready)
+    busy = None if blind else sum(load.busy for load in answered)
     return policy.Observation(
         now=now,
         queue_depth=reading.depth,
         ready_replicas=len(ready),
         browsers_per_pod=reporting.most_common(sizes) or start_size,
         busy_browsers=busy,  # unknown if a ready pod did not answer: the policy uses the depth
-        mean_render_s=observing.mean_render_s(loads),
+        mean_render_s=observing.mean_render_s(
+            {name: load for name, load in loads.items() if isinstance(load, observing.PodLoad)}
+        ),
         interactive_depth=reading.interactive_depth,
     )
 
@@ -97,93 +77,160 @@ async def scale(
 ) -> Outcome | None:
     """One tick for one ReportPool; None if its Deployment was missing (then re-created)."""
     namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+    previous = dict(body.status)
+    generation = body.metadata.get("generation")
     try:
-        pool_spec = specs.pool_spec(body.spec)
-    except (ValueError, KeyError, TypeError) as error:
-        raise kopf.PermanentError(f"unusable spec: {error}") from error
+        spec = validation.parse(body.spec)
+    except validation.SpecError as error:
+        return Outcome(
+            decision=None,
+            status=reporting.invalid_status(
+                error, previous=previous, now=now, generation=generation
+            ),
+            events=reporting.invalid_events(error, previous=previous),
+            seen=None,
+        )
     deployment_path = k8s.object_path(
         "apps/v1", "Deployment", namespace, specs.Names(name).deployment
     )
     deployment = await kube.get(deployment_path)
     if deployment is None:
         logger.info("%s/%s: Deployment missing, reconciling", namespace, name)
-        await reconciling.reconcile(body, kube=kube)
+        await reconciling.reconcile(body, spec, kube=kube)
         return None
     if reconciling.controlled_by_another(deployment, owner_uid=body.metadata.uid or ""):
         raise kopf.PermanentError(f"Deployment {deployment_path} belongs to another controller")
     items = await kube.list(
         k8s.collection_path("v1", "Pod", namespace), label_selector=specs.selector_labels(name)
     )
-    pods = pods_of(items)
+    found = pods_of(items)
     reading, loads = await asyncio.gather(
-        observer.queue(namespace, body.spec),
-        observer.pod_loads({p.name: (p.uid, p.ip) for p in pods if p.ip}),
+        observer.queue(namespace, spec.queue),
+        observer.pod_loads({p.name: (p.uid, p.ip) for p in found if p.ip}),
     )
     observation = observe(
-        now=now, reading=reading, pods=pods, loads=loads, start_size=pool_spec.browsers_that_fit
+        now=now, reading=reading, pods=found, loads=loads, start_size=spec.start_pool_size
     )
-    state = policy.State.from_dict(body.status.get("policy"))
-    decision = policy.decide(observation, pool_spec, state)
+    state = policy.State.from_dict(previous.get("policy"))
+    decision = policy.decide(observation, spec.policy, state)
 
-    errors = await resize_pools(
-        body, observer=observer, pods=pods, loads=loads, size=decision.browsers_per_pod
+    resized, errors = await resize_pools(
+        body, spec, observer=observer, pods=found, loads=loads, size=decision.browsers_per_pod
     )
     replicas = int(deployment.get("spec", {}).get("replicas", 0))
     if decision.replicas < replicas:
-        await mark_idlest(kube, namespace=namespace, pods=pods, loads=loads)
+        await mark_idlest(kube, namespace=namespace, pods=found, loads=loads)
     if decision.replicas != replicas:
         await kube.merge_patch(deployment_path, {"spec": {"replicas": decision.replicas}})
 
     seen = reporting.Seen(
         decision=decision,
+        replicas_before=replicas,
         deployment_replicas=int(deployment.get("status", {}).get("replicas", 0)),
         ready_replicas=observation.ready_replicas,
-        pool_sizes=[load.size for load in loads.values() if load is not None],
-        queue_depth=reading.depth,
-        poison_depth=reading.poison_depth,
-        queue_error=reading.error,
+        pods=found,
+        loads=loads,
+        queue=reading,
+        queue_name=spec.queue.name,
+        resized=resized,
         resize_errors=errors,
+        spec_problems=validation.problems(body.spec),
     )
-    previous = dict(body.status)
-    generation = body.metadata.get("generation")
+    status = reporting.status(seen, previous=previous, now=now, generation=generation)
+    log_decision(body, observation=observation, decision=decision, previous=previous)
     return Outcome(
         decision=decision,
-        status=reporting.status(seen, previous=previous, now=now, generation=generation),
-        events=reporting.events(seen, previous=previous),
+        status=status,
+        events=reporting.events(seen, previous=previous, current=status["conditions"]),
         seen=seen,
+    )
+
+
+def log_decision(
+    body: kopf.Body,
+    *,
+    observation: policy.Observation,
+    decision: policy.Decision,
+    previous: Mapping[str, Any],
+) -> None:
+    """One INFO line per new decision (size or reason changed), DEBUG for a repeated one.
+
+    The fields go to the JSON log as they are (``pool``, ``from``, ``to``, ``reason``,
+    ``inputs``); the text line says the same in words.
+    """
+    last = previous.get("lastDecision") or {}
+    before = (last.get("replicas"), last.get("browsersPerPod"))
+    after = (decision.replicas, decision.browsers_per_pod)
+    new = before != after or last.get("reason") != decision.reason.value
+    pool = f"{body.metadata.namespace}/{body.metadata.name}"
+    inputs = {
+        "queueDepth": observation.queue_depth,
+        "interactiveDepth": observation.interactive_depth,
+        "readyReplicas": observation.ready_replicas,
+        "browsersPerPod": observation.browsers_per_pod,
+        "busyBrowsers": observation.busy_browsers,
+        "meanRenderSeconds": observation.mean_render_s,
+    }
+    shown = "x".join("?" if value is None else str(value) for value in before)
+    logger.log(
+        logging.INFO if new else logging.DEBUG,
+        "%s: %s -> %dx%d %s (depth %s, busy %s, need %d browsers)",
+        pool,
+        shown,
+        *after,
+        decision.reason.value,
+        observation.queue_depth,
+        "unknown" if observation.busy_browsers is None else observation.busy_browsers,
+        decision.required_browsers,
+        extra={
+            "pool": pool,
+            "from": {"replicas": before[0], "browsersPerPod": before[1]},
+            "to": {"replicas": after[0], "browsersPerPod": after[1]},
+            "reason": decision.reason.value,
+            "decision": decision.message,
+            "inputs": inputs,
+        },
     )
 
 
 async def resize_pools(
     body: kopf.Body,
+    spec: specs.ReportPoolSpec,
     *,
     observer: observing.Observer,
     pods: Sequence[Pod],
-    loads: Mapping[str, observing.PodLoad | None],
+    loads: Loads,
     size: int,
-) -> list[str]:
-    """PUT /pool on each renderer that answered with another size; returns the failures."""
+) -> tuple[list[str], list[str]]:
+    """PUT /pool on each renderer that answered with another size.
+
+    Returns (the pods resized, ``pod: reason`` of each failure)."""
     targets = [
         pod
         for pod in pods
-        if pod.ip and (load := loads.get(pod.name)) is not None and load.size != size
+        if pod.ip
+        and isinstance(load := loads.get(pod.name), observing.PodLoad)
+        and load.size != size
     ]
     if not targets:
-        return []
+        return [], []
     try:
-        token = await observer.admin_token(body.metadata.namespace or "", body.spec)
+        token = await observer.admin_token(body.metadata.namespace or "", spec)
     except (KeyError, k8s.KubeError) as error:
-        return [f"admin token unreadable: {error}"]
+        reason = f"admin token unreadable: {observing.short_reason(error)}"
+        return [], [f"{pod.name}: {reason}" for pod in targets]
     results = await asyncio.gather(
         *(observer.resize(pod.ip or "", size, token=token) for pod in targets)
     )
-    failures = []
+    resized, failures = [], []
     for pod, failure in zip(targets, results, strict=True):
         if failure is None:
             logger.info("pod %s: pool resized to %d browsers", pod.name, size)
+            resized.append(pod.name)
         else:
+            logger.warning("pod %s: pool resize to %d browsers failed: %s", pod.name, size, failure)
             failures.append(f"{pod.name}: {failure}")
-    return failures
+    return resized, failures
 
 
 async def mark_idlest(
@@ -191,10 +238,13 @@ async def mark_idlest(
     *,
     namespace: str,
     pods: Sequence[Pod],
-    loads: Mapping[str, observing.PodLoad | None],
+    loads: Loads,
 ) -> None:
     """Deletion costs from the policy's helper: the idlest pods first; unknown load is spared."""
-    busy = {pod.name: (load.busy if (load := loads.get(pod.name)) else None) for pod in pods}
+    busy = {
+        pod.name: load.busy if isinstance(load := loads.get(pod.name), observing.PodLoad) else None
+        for pod in pods
+    }
     costs = policy.deletion_costs(busy)
     for pod in pods:
         cost = str(costs[pod.name])

@@ -1,5 +1,8 @@
 """A ReportPool's spec in plain units: names, labels, quantities and the policy's ``PoolSpec``.
 
+Handlers read the raw spec once, through ``validation.parse``, into a :class:`ReportPoolSpec`;
+everything after that (children, queue reads, scaling) takes the typed object.
+
 The defaults here mirror the CRD's (``crds/reportpools.reportfarm.io.yaml``; a test compares
 them), so an object stored before a default existed reads the same as a new one.
 """
@@ -19,10 +22,8 @@ VERSION = "v1alpha1"
 PLURAL = "reportpools"
 KIND = "ReportPool"
 
-RENDERER_PORT = 8080
-"""The renderer's HTTP port (REPORTFARM_PORT) for /metrics, /pool and the probes."""
 TEMPLATES_PATH = "/etc/reportfarm/templates"
-"""Where the templates ConfigMap is mounted (REPORTFARM_TEMPLATES)."""
+"""Where the templates ConfigMap is mounted (the renderer's templates folder)."""
 POOL_LABEL = "reportfarm.io/pool"
 
 DEFAULTS: dict[str, Any] = {
@@ -148,17 +149,94 @@ def pool_spec(spec: Mapping[str, Any]) -> policy.PoolSpec:
     )
 
 
-def start_pool_size(spec: Mapping[str, Any]) -> int:
-    """REPORTFARM_POOL_SIZE of new pods: the most browsers that fit one.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QueueSpec:
+    """Where a pool's jobs wait and how to sign in to that account."""
 
-    Pods are added when the running ones are full, so a new pod starts full; the scaling loop
-    corrects it at its next tick if less is needed. It depends on the spec alone, so scaling never
-    touches the pod template (which would restart every pod).
-    """
-    return pool_spec(spec).browsers_that_fit
+    name: str
+    """The job queue (its lanes and poison queues are named after it)."""
+    connection_secret: tuple[str, str] | None
+    """(Secret, key) of the connection string; None: ``account_url`` with Entra ID."""
+    account_url: str | None
+    """The queue endpoint, signed in with DefaultAzureCredential (workload identity)."""
+    blob_url: str | None
+    """The blob endpoint with ``account_url``; None: derived from it."""
 
 
-def drain_timeout(spec: Mapping[str, Any]) -> int:
-    """REPORTFARM_DRAIN_TIMEOUT: most of the grace period, leaving time to release and exit."""
-    grace = int(get(spec, "terminationGracePeriodSeconds"))
-    return max(1, min(grace - 5, int(grace * 0.8)))
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReportPoolSpec:
+    """A ReportPool's spec, read once, defaults applied, in the units the operator uses."""
+
+    image: str
+    image_pull_policy: str
+    queue: QueueSpec
+    output_container: str
+    resources: dict[str, Any]
+    """The renderer container's resources, as given (or the default when absent)."""
+    policy: policy.PoolSpec
+    termination_grace_s: int
+    visibility_timeout_s: int
+    service_account: str | None
+    admin_token_secret: tuple[str, str] | None
+    """(Secret, key) of the token ``PUT /pool`` requires; None: no token."""
+    templates_config_map: str | None
+    """The user's ConfigMap of templates; None: the pool's own (inline templates)."""
+    inline_templates: dict[str, str]
+    """Templates given in the spec (an owned ConfigMap); empty with a ConfigMap name."""
+
+    @property
+    def start_pool_size(self) -> int:
+        """The pool size new pods start with: the most browsers that fit one.
+
+        Pods are added when the running ones are full, so a new pod starts full; the scaling loop
+        corrects it at its next tick if less is needed. It depends on the spec alone, so scaling
+        never touches the pod template (which would restart every pod)."""
+        return self.policy.browsers_that_fit
+
+    @property
+    def drain_timeout_s(self) -> int:
+        """The renderer's drain timeout: most of the grace period, leaving time to release and
+        exit."""
+        grace = self.termination_grace_s
+        return max(1, min(grace - 5, int(grace * 0.8)))
+
+
+def read(spec: Mapping[str, Any], pool_policy: policy.PoolSpec) -> ReportPoolSpec:
+    """The typed spec; ``validation.parse`` checks it first (and makes ``pool_policy``).
+    KeyError names a missing field (``queue.name``); ValueError says what else is wrong."""
+    queue = spec.get("queue") or {}
+    connection = secret_ref(spec, "connectionSecretRef")
+    if (connection is None) == (not queue.get("accountUrl")):
+        raise ValueError("queue: set exactly one of queue.connectionSecretRef or queue.accountUrl")
+    templates = spec.get("templates") or {}
+    return ReportPoolSpec(
+        image=_required(spec, "image", "image"),
+        image_pull_policy=str(get(spec, "imagePullPolicy")),
+        queue=QueueSpec(
+            name=_required(queue, "name", "queue.name"),
+            connection_secret=connection,
+            account_url=_optional(queue, "accountUrl"),
+            blob_url=_optional(queue, "blobUrl"),
+        ),
+        output_container=str(get(spec, "outputContainer")),
+        resources=resources(spec),
+        policy=pool_policy,
+        termination_grace_s=int(get(spec, "terminationGracePeriodSeconds")),
+        visibility_timeout_s=int(get(spec, "visibilityTimeoutSeconds")),
+        service_account=_optional(spec, "serviceAccountName"),
+        admin_token_secret=secret_ref(spec, "adminTokenSecretRef"),
+        templates_config_map=_optional(templates, "configMapName"),
+        inline_templates={str(k): str(v) for k, v in (templates.get("inline") or {}).items()},
+    )
+
+
+def _required(holder: Mapping[str, Any], key: str, field: str) -> str:
+    value = holder.get(key)
+    if value is None or value == "":
+        raise KeyError(field)
+    return str(value)
+
+
+def _optional(holder: Mapping[str, Any], key: str) -> str | None:
+    value = holder.get(key)
+    return None if value is None or value == "" else str(value)

@@ -81,47 +81,172 @@ def create_when_served(custom: Any, namespace: str, body: dict[str, Any]) -> dic
     return eventually("the ReportPool resource to be served", created, timeout=30)
 
 
-@pytest.mark.parametrize(
-    ("patch", "message"),
-    [
-        pytest.param(
-            {"replicas": {"min": 5, "max": 2}},
-            "replicas.min must be <= replicas.max",
-            id="replicas",
-        ),
-        pytest.param(
-            {"browsersPerPod": {"min": 6, "max": 3}},
-            "browsersPerPod.min must be <= browsersPerPod.max",
-            id="browsers",
-        ),
-        pytest.param(
-            {
-                "queue": {
-                    "name": "jobs",
-                    "connectionSecretRef": {"name": "s"},
-                    "accountUrl": "https://a",
-                }
-            },
-            "exactly one of queue.connectionSecretRef or queue.accountUrl",
-            id="secret-xor-account-url",
-        ),
-    ],
-)
-def test_the_crd_rejects_contradictory_specs(
-    custom: Any, namespace: str, patch: dict[str, Any], message: str
+INVALID_POOLS = [
+    pytest.param(
+        "reports",
+        {"replicas": {"min": 5, "max": 2}},
+        "spec.replicas.min",
+        "replicas.min must be <= replicas.max",
+        id="replicas",
+    ),
+    pytest.param(
+        "reports",
+        {"replicas": {"min": 15}},
+        "spec.replicas.min",
+        "replicas.min must be <= replicas.max (replicas.max is 10 when not set)",
+        id="replicas-min-above-the-default-max",
+    ),
+    pytest.param(
+        "reports",
+        {"browsersPerPod": {"min": 6, "max": 3}},
+        "spec.browsersPerPod.min",
+        "browsersPerPod.min must be <= browsersPerPod.max",
+        id="browsers",
+    ),
+    pytest.param(
+        "reports",
+        {"browsersPerPod": {"min": 6, "max": 8}},
+        "spec.browsersPerPod.min",
+        "browsersPerPod.min browsers must fit one pod",
+        id="browsers-min-do-not-fit",
+    ),
+    pytest.param(
+        "reports",
+        {"browser": {"cpu": "0"}},
+        "spec.browser.cpu",
+        "browser.cpu must be a positive quantity",
+        id="browser-cpu-zero",
+    ),
+    pytest.param(
+        "reports",
+        {"browser": {"memory": "-512Mi"}},
+        "spec.browser.memory",
+        "browser.memory must be a positive quantity",
+        id="browser-memory-negative",
+    ),
+    pytest.param(
+        "reports",
+        {"resources": {"limits": {"cpu": "0", "memory": "1Gi"}}},
+        "spec.resources.limits.cpu",
+        "resources.limits.cpu must be a positive quantity",
+        id="limit-zero",
+    ),
+    pytest.param(
+        "reports",
+        {
+            "resources": {
+                "requests": {"cpu": "3", "memory": "1Gi"},
+                "limits": {"cpu": "2", "memory": "2Gi"},
+            }
+        },
+        "spec.resources.requests.cpu",
+        "resources.requests.cpu must be <= resources.limits.cpu",
+        id="request-above-limit",
+    ),
+    pytest.param(
+        "reports",
+        {
+            "resources": {
+                "requests": {"cpu": "1", "memory": "3Gi"},
+                "limits": {"cpu": "2", "memory": "2Gi"},
+            }
+        },
+        "spec.resources.requests.memory",
+        "resources.requests.memory must be <= resources.limits.memory",
+        id="memory-request-above-limit",
+    ),
+    pytest.param(
+        "reports",
+        {"resources": {}},
+        "spec.resources.limits.cpu",
+        "set cpu in resources.limits or resources.requests",
+        id="resources-empty",
+    ),
+    pytest.param(
+        "reports",
+        {"resources": {"limits": {"cpu": "2"}}},
+        "spec.resources.limits.memory",
+        "set memory in resources.limits or resources.requests",
+        id="no-memory",
+    ),
+    pytest.param(
+        "reports",
+        {
+            "queue": {
+                "name": "jobs",
+                "connectionSecretRef": {"name": "s"},
+                "accountUrl": "https://a",
+            }
+        },
+        "spec.queue.connectionSecretRef",
+        "exactly one of queue.connectionSecretRef or queue.accountUrl",
+        id="secret-xor-account-url",
+    ),
+    pytest.param(
+        "reports",
+        {"templates": {}},
+        "spec.templates.configMapName",
+        "exactly one of templates.configMapName or templates.inline",
+        id="no-templates",
+    ),
+    pytest.param(
+        "9reports",
+        {},
+        "metadata.name",
+        "metadata.name",
+        id="name-starts-with-a-digit",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "patch", "field", "message"), INVALID_POOLS)
+def test_the_crd_rejects_what_the_operator_cannot_use(
+    custom: Any, namespace: str, name: str, patch: dict[str, Any], field: str, message: str
 ) -> None:
-    body = report_pool("contradictory", "jobs", **patch)
+    body = report_pool(name, "jobs", **patch)
 
     def rejected() -> kubernetes.client.ApiException | None:
         try:
             custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
         except kubernetes.client.ApiException as error:
             return None if error.status == 404 else error  # 404: not served yet
-        pytest.fail("the API server accepted a contradictory ReportPool")
+        pytest.fail("the API server accepted a ReportPool the operator cannot use")
 
     error = eventually("the ReportPool resource to be served", rejected, timeout=30)
-    assert error.status == 422
-    assert message in json.loads(error.body)["message"]
+    assert error.status == 422, error.body
+    status = json.loads(error.body)
+    assert message in status["message"], status["message"]
+    assert field in [cause.get("field") for cause in status["details"]["causes"]], status
+    assert "<nil>" not in status["message"]
+
+
+def test_every_field_has_a_description_and_explain_shows_it(
+    crd: str, kube_bin: Path, kubeconfig_path: Path
+) -> None:
+    schema = yaml.safe_load(CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+    def undocumented(node: dict[str, Any], path: str) -> Iterator[str]:
+        for name, child in (node.get("properties") or {}).items():
+            if "description" not in child and f"{path}.{name}" != ".metadata":  # may not have one
+                yield f"{path}.{name}"
+            yield from undocumented(child, f"{path}.{name}")
+        if "items" in node:
+            yield from undocumented(node["items"], f"{path}[]")
+
+    assert list(undocumented(schema, "")) == []
+    explained = subprocess.run(
+        [
+            str(kube_bin / "kubectl"),
+            f"--kubeconfig={kubeconfig_path}",
+            "explain",
+            "reportpools.spec.browser.cpu",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert "CPU one browser needs" in explained, explained
 
 
 def test_the_crd_fills_in_defaults(custom: Any, namespace: str) -> None:
@@ -345,8 +470,11 @@ def burst_scales_the_pool_up(
         return current if current.spec.replicas and current.spec.replicas >= 1 else None
 
     eventually("the Deployment to scale up", scaled_up)
-    status = cluster.status()
-    assert status["replicas"] >= 1
+    # The status is written after the scale, when the decision's handler returns.
+    status = eventually(
+        "the status to record the scale-up",
+        lambda: s if (s := cluster.status()).get("replicas", 0) >= 1 else None,
+    )
     assert status["browsersPerPod"] >= 1
     assert status["queueDepth"] == 40
     assert status["policy"]["lastWorkAt"] is not None
@@ -420,7 +548,11 @@ def an_empty_queue_scales_the_pool_to_zero(cluster: Cluster, connection: str, qu
 
     eventually("the pool to scale down to zero", scaled_to_zero, timeout=300)
     assert annotated, "pods were not given a deletion cost before replicas went down"
-    reasons = cluster.event_reasons()
-    assert {"ScaleDown", "ScaleToZero"} <= reasons, reasons
+    # The Events follow the Deployment's change (posted after the status is written).
+    eventually(
+        "ScaleDown and ScaleToZero Events",
+        lambda: {"ScaleDown", "ScaleToZero"} <= cluster.event_reasons(),
+        timeout=60,
+    )
     assert cluster.status()["lastDecision"]["reason"] in ("ScaleToZero", "Steady")
     assert cluster.conditions()["Ready"]["reason"] == "ScaledToZero"

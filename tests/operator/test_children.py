@@ -9,7 +9,9 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from reportfarm_operator import children, reconciling, specs
+from reportfarm_operator import children, reconciling, specs, validation
+
+from reportfarm import renderer_api
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "reportpools.reportfarm.io.yaml"
@@ -33,7 +35,8 @@ def pool(**spec: Any) -> kopf.Body:
 
 
 def by_kind(body: kopf.Body, *, replicas: int = 0) -> dict[str, dict[str, Any]]:
-    return {child["kind"]: child for child in children.build_all(body, replicas=replicas)}
+    built = children.build_all(body, validation.parse(body.spec), replicas=replicas)
+    return {child["kind"]: child for child in built}
 
 
 def container(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +125,18 @@ def test_workload_identity_uses_the_account_url_and_service_account() -> None:
     assert "AZURE_STORAGE_CONNECTION_STRING" not in variables
     assert variables["AZURE_STORAGE_ACCOUNT_URL"]["value"] == "https://acct.queue.core.windows.net"
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "renderer"
+    # AKS's webhook injects the federated token only into pods that ask for it.
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels[children.WORKLOAD_IDENTITY_LABEL] == "true"
+    assert children.WORKLOAD_IDENTITY_LABEL not in deployment["spec"]["selector"]["matchLabels"]
+    assert "AZURE_STORAGE_BLOB_URL" not in variables  # derived from the queue endpoint
+
+
+def test_a_connection_string_pool_does_not_ask_for_workload_identity() -> None:
+    deployment = by_kind(pool())["Deployment"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert children.WORKLOAD_IDENTITY_LABEL not in labels
+    assert "AZURE_STORAGE_ACCOUNT_URL" not in env(deployment)
 
 
 @pytest.mark.parametrize(
@@ -141,11 +156,11 @@ def test_new_pods_start_with_the_most_browsers_that_fit(
     spec: dict[str, Any], expected: int
 ) -> None:
     variables = env(by_kind(pool(**spec))["Deployment"])
-    assert variables[children.START_POOL_SIZE_ENV]["value"] == str(expected)
+    assert variables[renderer_api.Var.POOL_SIZE]["value"] == str(expected)
 
 
 def test_resources_are_taken_as_given_or_defaulted_whole() -> None:
-    given = {"requests": {"cpu": "3"}}
+    given = {"requests": {"cpu": "3", "memory": "3Gi"}}  # no limits: none are added
     assert container(by_kind(pool(resources=given))["Deployment"])["resources"] == given
     defaulted = container(by_kind(pool())["Deployment"])["resources"]
     assert defaulted == specs.DEFAULTS["resources"]
@@ -245,7 +260,8 @@ def test_the_crd_keeps_status_fields_and_validates_limits() -> None:
     assert "has(self.connectionSecretRef) != has(self.accountUrl)" in rules
     columns = {column["name"]: column["jsonPath"] for column in version["additionalPrinterColumns"]}
     assert columns["Replicas"] == ".status.replicas"
-    assert columns["Browsers"] == ".status.browsersPerPod"
+    assert columns["Browsers"] == ".status.browsers"  # running/desired, as the pods report
+    assert columns["Reason"] == ".status.reason"
     assert columns["Queue"] == ".status.queueDepth"
     assert columns["Ready"] == ".status.readyReplicas"
 
@@ -266,4 +282,4 @@ def test_the_example_report_pool_builds() -> None:
     assert example["spec"]["queue"]["connectionSecretRef"]["name"] in secrets
     assert example["spec"]["adminTokenSecretRef"]["name"] in secrets
     assert example["spec"]["templates"]["configMapName"] in maps
-    assert env(built["Deployment"])[children.START_POOL_SIZE_ENV]["value"] == "4"
+    assert env(built["Deployment"])[renderer_api.Var.POOL_SIZE]["value"] == "4"

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from reportfarm_operator import observing
+from reportfarm_operator import observing, specs
 from reportfarm_renderer import http
 from reportfarm_renderer.metrics import RendererMetrics
 
@@ -113,15 +113,17 @@ async def test_pod_loads_come_from_the_renderers_metrics(
     assert observing.mean_render_s(quiet) == pytest.approx(1.6 / 3)  # no new renders: lifetime
 
 
-async def test_a_renderer_that_does_not_answer_reads_as_unknown(
+async def test_a_renderer_that_does_not_answer_reads_as_the_reason_why(
     session: aiohttp.ClientSession,
 ) -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     loads = await observer(session, port=port).pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
-    assert loads == {"pod-a": None}
-    assert observing.mean_render_s(loads) is None
+    reason = loads["pod-a"]
+    assert isinstance(reason, str)
+    assert reason.startswith("ClientConnectorError"), reason  # connection refused, one line
+    assert "\n" not in reason
 
 
 async def test_resize_reaches_the_pool_with_the_token(
@@ -141,6 +143,16 @@ def test_metrics_without_pool_gauges_are_rejected() -> None:
 
 
 @pytest.mark.azurite
+def queue_of(spec: dict[str, Any]) -> specs.QueueSpec:
+    """The queue part of a parsed spec (these tests give only the queue)."""
+    return specs.QueueSpec(
+        name=spec["queue"]["name"],
+        connection_secret=specs.secret_ref(spec, "connectionSecretRef"),
+        account_url=None,
+        blob_url=None,
+    )
+
+
 async def test_queue_depth_is_read_with_the_secret(
     azurite_server: azurite.Azurite, session: aiohttp.ClientSession
 ) -> None:
@@ -151,14 +163,14 @@ async def test_queue_depth_is_read_with_the_secret(
             await queue.send(f"job {index}")
     kube = SecretsOnly({("ns", "storage", "connection-string"): azurite_server.connection_string})
     spec = {"queue": {"name": name, "connectionSecretRef": {"name": "storage"}}}
-    reading = await observer(session, port=1, kube=kube).queue("ns", spec)
+    reading = await observer(session, port=1, kube=kube).queue("ns", queue_of(spec))
     # No interactive lane yet (no gateway ever sent to it): it holds nothing.
     assert reading == observing.QueueReading(depth=3, poison_depth=0, interactive_depth=0)
     lane = contract.lane_queue_name(name, "interactive")
     async with JobQueue(azurite_server.connection_string, lane) as interactive:
         await interactive.ensure()
         await interactive.send("urgent")
-    reading = await observer(session, port=1, kube=kube).queue("ns", spec)
+    reading = await observer(session, port=1, kube=kube).queue("ns", queue_of(spec))
     assert reading == observing.QueueReading(depth=4, poison_depth=0, interactive_depth=1)
 
 
@@ -176,6 +188,37 @@ async def test_an_unreadable_queue_is_a_reading_not_an_exception(
     session: aiohttp.ClientSession, secrets: dict[tuple[str, str, str], str]
 ) -> None:
     spec = {"queue": {"name": "jobs", "connectionSecretRef": {"name": "storage"}}}
-    reading = await observer(session, port=1, kube=SecretsOnly(secrets)).queue("ns", spec)
+    reading = await observer(session, port=1, kube=SecretsOnly(secrets)).queue("ns", queue_of(spec))
     assert reading.depth is None
     assert reading.error
+    assert "\n" not in reading.error and "<?xml" not in reading.error
+    assert len(reading.error) <= 200
+
+
+@pytest.mark.azurite
+async def test_a_queue_not_created_yet_is_empty_not_an_outage(
+    azurite_server: azurite.Azurite, session: aiohttp.ClientSession
+) -> None:
+    kube = SecretsOnly({("ns", "storage", "connection-string"): azurite_server.connection_string})
+    spec = {
+        "queue": {"name": f"q{uuid.uuid4().hex[:10]}", "connectionSecretRef": {"name": "storage"}}
+    }
+    reading = await observer(session, port=1, kube=kube).queue("ns", queue_of(spec))
+    assert reading == observing.QueueReading(
+        depth=0, poison_depth=0, interactive_depth=0, missing=True
+    )
+
+
+@pytest.mark.azurite
+async def test_an_http_error_reads_as_its_status_and_code_not_the_xml(
+    azurite_server: azurite.Azurite,
+) -> None:
+    from azure.core import exceptions as azure_errors
+
+    wrong = azurite_server.connection_string.replace("AccountKey=", "AccountKey=AAAA")
+    async with JobQueue(wrong, "jobs") as queue:
+        with pytest.raises(azure_errors.HttpResponseError) as caught:
+            await queue.depth()
+    reason = observing.short_reason(caught.value)
+    assert reason.startswith("HTTP 403"), reason
+    assert "<" not in reason and "RequestId" not in reason

@@ -7,12 +7,13 @@ says in Events. The real API server, queue and pods are in tests/kube/test_opera
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 import pytest
-from reportfarm_operator import k8s, observing, reporting, scaling
+from reportfarm_operator import handlers, k8s, observing, reporting, scaling, specs
 
 from reportfarm import policy
 
@@ -85,26 +86,30 @@ class FakeObserver:
         depth: int | None,
         loads: Mapping[str, observing.PodLoad | None] | None = None,
         resize_error: str | None = None,
+        missing: bool = False,
     ) -> None:
         self.depth = depth
+        self.missing = missing
         self.loads = dict(loads or {})
         self.resize_error = resize_error
         self.resized: list[tuple[str, int]] = []
 
-    async def queue(self, namespace: str, spec: Mapping[str, Any]) -> observing.QueueReading:
+    async def queue(self, namespace: str, queue: specs.QueueSpec) -> observing.QueueReading:
+        if self.missing:
+            return observing.QueueReading(depth=0, poison_depth=0, missing=True)
         if self.depth is None:
             return observing.QueueReading(
                 depth=None, error="ServiceRequestError: connection refused"
             )
         return observing.QueueReading(depth=self.depth, poison_depth=0)
 
-    async def admin_token(self, namespace: str, spec: Mapping[str, Any]) -> str | None:
+    async def admin_token(self, namespace: str, spec: specs.ReportPoolSpec) -> str | None:
         return None
 
     async def pod_loads(
         self, pods: Mapping[str, tuple[str, str]]
-    ) -> dict[str, observing.PodLoad | None]:
-        return {name: self.loads.get(name) for name in pods}
+    ) -> dict[str, observing.PodLoad | str]:
+        return {name: self.loads.get(name) or "timed out" for name in pods}
 
     async def resize(self, ip: str, size: int, *, token: str | None) -> str | None:
         self.resized.append((ip, size))
@@ -213,10 +218,10 @@ async def test_the_pool_grows_inside_running_pods_before_adding_pods() -> None:
 
 async def test_before_lowering_replicas_the_idlest_pods_are_marked_for_deletion() -> None:
     kube = cluster(3, pod("a"), pod("b"), pod("c", ready=False))
-    loads = {
+    loads: dict[str, observing.PodLoad | str] = {
         "a": observing.PodLoad(size=4, busy=2),
         "b": observing.PodLoad(size=4, busy=0),
-        "c": None,  # starting: load unknown, so it is spared
+        "c": "timed out",  # starting: load unknown, so it is spared
     }
     status = remembered(
         replicas=3, browsers_per_pod=4, decided_at=NOW - 5, busy_average=2.0, last_work_at=NOW
@@ -250,7 +255,8 @@ async def test_an_unchanged_deletion_cost_is_not_patched_again() -> None:
 async def test_an_unreadable_queue_keeps_the_size_and_never_scales_to_zero() -> None:
     kube = cluster(2, pod("a"), pod("b"))
     status = remembered(replicas=2, browsers_per_pod=3, decided_at=NOW - 5, last_work_at=NOW - 3600)
-    outcome = await tick(body(status), kube, FakeObserver(depth=None))
+    loads = {name: observing.PodLoad(size=3, busy=0) for name in ("a", "b")}
+    outcome = await tick(body(status), kube, FakeObserver(depth=None, loads=loads))
     assert outcome.decision.reason is policy.Reason.QUEUE_UNREADABLE
     assert (outcome.decision.replicas, outcome.decision.browsers_per_pod) == (2, 3)
     assert replica_patches(kube) == []
@@ -262,19 +268,23 @@ async def test_an_unreadable_queue_keeps_the_size_and_never_scales_to_zero() -> 
     assert [(e.type, e.reason) for e in outcome.events] == [("Warning", "QueueUnreadable")]
 
     # The next tick, still unreadable: the same condition, no second warning.
-    again = await tick(body(outcome.status), kube, FakeObserver(depth=None), now=NOW + 5)
+    again = await tick(
+        body(outcome.status), kube, FakeObserver(depth=None, loads=loads), now=NOW + 5
+    )
     assert again.events == []
     assert conditions(again)["QueueReachable"]["lastTransitionTime"] == reporting.timestamp(NOW)
     # And when it comes back, an Event says so.
-    back = await tick(body(again.status), kube, FakeObserver(depth=0), now=NOW + 10)
+    back = await tick(body(again.status), kube, FakeObserver(depth=0, loads=loads), now=NOW + 10)
     assert ("Normal", "QueueReachable") in [(e.type, e.reason) for e in back.events]
     assert conditions(back)["QueueReachable"]["lastTransitionTime"] == reporting.timestamp(NOW + 10)
 
 
 async def test_a_restarted_operator_carries_on_from_the_status() -> None:
-    """The scale-down window lives in the status: a new process keeps honouring it."""
-    kube = cluster(0)
-    burst = await tick(body(), kube, FakeObserver(depth=60))
+    """The scale-down window (of the steady need) lives in the status: a new process keeps
+    honouring it."""
+    kube = cluster(2, pod("a"), pod("b"))
+    busy = {name: observing.PodLoad(size=4, busy=4) for name in ("a", "b")}
+    burst = await tick(body(), kube, FakeObserver(depth=8, loads=busy))
     peak = burst.decision.replicas
     kube.objects[DEPLOYMENT] = deployment(peak)
     # A new operator (new fakes, nothing in memory) sees an empty queue 20 s later.
@@ -289,9 +299,8 @@ async def test_a_restarted_operator_carries_on_from_the_status() -> None:
 async def test_unreachable_renderers_leave_the_queue_depth_to_decide() -> None:
     pods = [scaling.pods_of([pod(n)[1]])[0] for n in ("a", "b")]
     reading = observing.QueueReading(depth=10)
-    observation = scaling.observe(
-        now=NOW, reading=reading, pods=pods, loads={"a": None, "b": None}, start_size=4
-    )
+    silent = {"a": "timed out", "b": "ClientConnectorError: connection refused"}
+    observation = scaling.observe(now=NOW, reading=reading, pods=pods, loads=silent, start_size=4)
     assert observation.busy_browsers is None  # unknown, the policy estimates it from the depth
     assert observation.browsers_per_pod == 4  # the start size, as no pod answered
     assert observation.ready_replicas == 2
@@ -309,7 +318,7 @@ async def test_terminating_and_finished_pods_do_not_count() -> None:
     assert [p.name for p in scaling.pods_of([terminating, done, alive])] == ["c"]
 
 
-async def test_a_failed_resize_is_reported_as_degraded() -> None:
+async def test_a_failed_resize_is_a_warning_with_the_pod_and_no_resize_is_claimed() -> None:
     kube = cluster(1, pod("a"))
     observer = FakeObserver(
         depth=4,
@@ -318,11 +327,169 @@ async def test_a_failed_resize_is_reported_as_degraded() -> None:
     )
     status = remembered(replicas=1, browsers_per_pod=1, decided_at=NOW - 5, busy_average=1.0)
     outcome = await tick(body(status, replicas={"min": 1, "max": 5}), kube, observer)
+    assert outcome.decision is not None and outcome.decision.browsers_per_pod > 1
     found = conditions(outcome)
     assert found["Degraded"]["status"] == "True"
     assert found["Degraded"]["reason"] == "PoolResizeFailed"
-    assert "401" in found["Degraded"]["message"]
-    assert ("Warning", "PoolResizeFailed") in [(e.type, e.reason) for e in outcome.events]
+    assert "a: HTTP 401" in found["Degraded"]["message"]
+    assert [(e.type, e.reason) for e in outcome.events] == [("Warning", "PoolResizeFailed")]
+    assert "a: HTTP 401" in outcome.events[0].message
+    # What runs is what the pod said, not what was asked.
+    assert outcome.status["pods"] == [
+        {"name": "a", "phase": "Running", "ready": True, "poolSize": 1, "busy": 1}
+    ]
+    assert outcome.status["browsers"] == f"1/{outcome.decision.browsers_per_pod}"
+    assert outcome.status["currentBrowsersPerPod"] == 1
+    assert found["Scaling"]["reason"] == "ResizingPools"
+    assert outcome.status["reason"] == "PoolResizeFailed"  # the REASON column
+
+
+async def test_blind_renderers_give_unknown_busy_and_a_condition_naming_them() -> None:
+    kube = cluster(2, pod("a"), pod("b"))
+    status = remembered(replicas=2, browsers_per_pod=4, decided_at=NOW - 5, busy_average=1.0)
+    loads: dict[str, observing.PodLoad | str] = {"a": observing.PodLoad(size=4, busy=1)}
+    outcome = await tick(body(status), kube, FakeObserver(depth=3, loads=loads))
+    found = conditions(outcome)
+    assert found["MetricsReadable"]["status"] == "False"
+    assert found["MetricsReadable"]["reason"] == "Blind"
+    assert "b (timed out)" in found["MetricsReadable"]["message"]
+    assert "a (" not in found["MetricsReadable"]["message"]
+    assert outcome.status["browsers"].startswith("?/")  # running browsers unknown
+    assert outcome.status["runningBrowsers"] is None
+    assert {"name": "b", "phase": "Running", "ready": True, "metrics": "timed out"} in (
+        outcome.status["pods"]
+    )
+    assert found["Scaling"]["reason"] != "Stable"  # nothing verified
+    assert ("Warning", "Blind") in [(e.type, e.reason) for e in outcome.events]
+    again = await tick(body(outcome.status), kube, FakeObserver(depth=3, loads=loads), now=NOW + 5)
+    assert ("Warning", "Blind") not in [(e.type, e.reason) for e in again.events]
+
+
+async def test_an_unschedulable_pod_is_in_the_status_the_reason_and_degraded() -> None:
+    path, stuck = pod("c", ready=False)
+    stuck["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/2 nodes are available: 2 Insufficient cpu.",
+            }
+        ],
+    }
+    kube = cluster(2, pod("a"), (path, stuck))
+    loads = {"a": observing.PodLoad(size=4, busy=4)}
+    status = remembered(replicas=2, browsers_per_pod=4, decided_at=NOW - 5, busy_average=4.0)
+    outcome = await tick(body(status), kube, FakeObserver(depth=6, loads=loads))
+    found = conditions(outcome)
+    assert found["PodsRunning"]["status"] == "False"
+    assert found["PodsRunning"]["reason"] == "Unschedulable"
+    assert "Insufficient cpu" in found["PodsRunning"]["message"]
+    assert found["Degraded"]["status"] == "True"
+    assert found["Degraded"]["reason"] == "Unschedulable"
+    assert outcome.status["reason"] == "Unschedulable"
+    assert "Insufficient cpu" in outcome.status["message"]
+    listed = {entry["name"]: entry for entry in outcome.status["pods"]}
+    assert listed["c"]["reason"] == "Unschedulable"
+    assert ("Warning", "Unschedulable") in [(e.type, e.reason) for e in outcome.events]
+
+
+async def test_a_queue_not_created_yet_is_waiting_for_the_first_job() -> None:
+    outcome = await tick(body(), cluster(0), FakeObserver(depth=None, missing=True))
+    found = conditions(outcome)
+    assert found["QueueReachable"]["status"] == "True"
+    assert found["QueueReachable"]["reason"] == "QueueNotCreated"
+    assert "waiting for the first job" in found["QueueReachable"]["message"]
+    assert found["Degraded"]["status"] == "False"
+    assert outcome.events == []
+    assert outcome.status["queueDepth"] == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        pytest.param({"browser": {"cpu": "0", "memory": "512Mi"}}, "spec.browser.cpu", id="zero"),
+        pytest.param(
+            {"browser": {"cpu": "-1", "memory": "512Mi"}}, "spec.browser.cpu", id="negative"
+        ),
+        pytest.param(
+            {"resources": {"requests": {"cpu": "3", "memory": "1Gi"}, "limits": {"cpu": "2"}}},
+            "spec.resources.requests.cpu",
+            id="request above limit",
+        ),
+        pytest.param({"resources": {}}, "spec.resources.limits.cpu", id="no resources"),
+        pytest.param({"replicas": {"min": 15}}, "spec.replicas.min", id="min above default max"),
+        # Fields the CRD requires, absent from an object stored without them: parsed once, the
+        # same permanent InvalidSpec (no KeyError retried forever further down).
+        pytest.param({"image": None}, "spec.image", id="no image"),
+        pytest.param(
+            {"queue": {"connectionSecretRef": {"name": "s"}}}, "spec.queue.name", id="no queue name"
+        ),
+        pytest.param({"queue": {"name": "jobs"}}, "spec.queue", id="no way to sign in"),
+    ],
+)
+async def test_an_unusable_spec_keeps_the_size_and_says_which_field(
+    spec: dict[str, Any], field: str
+) -> None:
+    kube = cluster(2)
+    outcome = await tick(
+        body(remembered(replicas=2, browsers_per_pod=2), **spec), kube, FakeObserver(depth=9)
+    )
+    assert outcome.decision is None
+    assert kube.writes == []  # nothing scaled
+    found = conditions(outcome)
+    assert found["SpecValid"]["status"] == "False"
+    assert found["SpecValid"]["reason"] == "InvalidSpec"
+    assert field in found["SpecValid"]["message"]
+    assert outcome.status["reason"] == "InvalidSpec"
+    assert "replicas" not in outcome.status  # the last decision stays as it was
+    assert [(e.type, e.reason) for e in outcome.events] == [("Warning", "InvalidSpec")]
+    assert field in outcome.events[0].message
+    # Once said, not repeated every tick.
+    status = {**remembered(replicas=2, browsers_per_pod=2), **outcome.status}
+    again = await tick(body(status, **spec), kube, FakeObserver(depth=9), now=NOW + 5)
+    assert again.events == []
+
+
+async def test_browsers_that_do_not_fit_are_adjusted_and_said() -> None:
+    outcome = await tick(
+        body(browsersPerPod={"min": 6, "max": 8}), cluster(0), FakeObserver(depth=0)
+    )
+    found = conditions(outcome)
+    assert found["SpecValid"]["status"] == "False"
+    assert found["SpecValid"]["reason"] == "SpecAdjusted"
+    assert "spec.browsersPerPod.min" in found["SpecValid"]["message"]
+    assert ("Warning", "SpecAdjusted") in [(e.type, e.reason) for e in outcome.events]
+
+
+async def test_each_new_decision_is_one_info_line_with_its_inputs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("DEBUG", logger="reportfarm_operator.scaling")
+    first = await tick(body(), cluster(0), FakeObserver(depth=40))
+    lines = [r for r in caplog.records if r.name == "reportfarm_operator.scaling"]
+    assert [r.levelname for r in lines] == ["INFO"]
+    record = lines[0]
+    assert record.reason == "WakeFromZero"  # type: ignore[attr-defined]
+    assert record.inputs["queueDepth"] == 40  # type: ignore[attr-defined]
+    assert record.inputs["busyBrowsers"] == 0  # type: ignore[attr-defined]
+    assert record.to["replicas"] == first.status["replicas"]  # type: ignore[attr-defined]
+    assert "-> " in record.getMessage() and "WakeFromZero" in record.getMessage()
+    caplog.clear()
+    second = await tick(
+        body(first.status),
+        cluster(first.status["replicas"]),
+        FakeObserver(depth=40),
+        now=NOW + 5,
+    )
+    assert second.decision is not None
+    same = second.status["lastDecision"] | {"time": None} == first.status["lastDecision"] | {
+        "time": None,
+        "message": second.decision.message,
+    }
+    (line,) = [r for r in caplog.records if r.name == "reportfarm_operator.scaling"]
+    assert line.levelname == ("DEBUG" if same else "INFO")
 
 
 async def test_a_missing_deployment_is_recreated_and_the_tick_skipped() -> None:
@@ -358,15 +525,6 @@ async def test_steady_ticks_keep_condition_transition_times() -> None:
     assert conditions(second)["Ready"]["status"] == "True"
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [pytest.param({"replicas": {"min": 3, "max": 1}}, "min_replicas", id="min above max")],
-)
-async def test_an_unusable_spec_is_a_permanent_error(spec: dict[str, Any], message: str) -> None:
-    with pytest.raises(kopf.PermanentError, match=message):
-        await tick(body(**spec), cluster(0), FakeObserver(depth=0))
-
-
 async def test_a_deployment_controlled_by_something_else_is_left_alone() -> None:
     kube = cluster(2)
     kube.objects[DEPLOYMENT]["metadata"]["ownerReferences"] = [
@@ -375,3 +533,20 @@ async def test_a_deployment_controlled_by_something_else_is_left_alone() -> None
     with pytest.raises(kopf.PermanentError, match="another controller"):
         await tick(body(), kube, FakeObserver(depth=40))
     assert kube.writes == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        pytest.param({"image": None}, "spec.image", id="no image"),
+        pytest.param({"browser": {"cpu": "0", "memory": "512Mi"}}, "spec.browser.cpu", id="zero"),
+    ],
+)
+async def test_reconciling_an_unusable_spec_is_permanent_before_any_call(
+    spec: dict[str, Any], field: str
+) -> None:
+    """The create/update/resume path parses the same way: a permanent error (kopf does not
+    retry it, and posts it as an Event on the pool), raised before the API is reached (the
+    operator has no runtime here: reaching it would be a temporary error instead)."""
+    with pytest.raises(kopf.PermanentError, match=f"invalid spec: {field}"):
+        await handlers.reconcile(body=body(**spec), memo=kopf.Memo(), logger=logging.getLogger())

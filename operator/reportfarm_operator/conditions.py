@@ -1,0 +1,212 @@
+"""A ReportPool's conditions: what an admin reads first. Pure.
+
+``lastTransitionTime`` moves only when a condition's status flips.
+
+- ``Ready``: the pool can render: a pod is ready, or none is wanted (scaled to zero).
+- ``QueueReachable``: the last queue read worked. A queue that does not exist yet is reachable
+  (``QueueNotCreated``: waiting for the first job); an unreadable one keeps the current size.
+- ``MetricsReadable``: every ready renderer answered ``/metrics``. False (``Blind``): busy
+  browsers are unknown, the policy sizes from the queue depth alone; the message names each
+  silent pod and why (timeout, connection refused, HTTP status).
+- ``PodsRunning``: every pod runs. False with Kubernetes' reason (``Unschedulable``,
+  ``ImagePullBackOff``, ``CrashLoopBackOff``) when pods are stuck, or ``Starting`` while they start.
+- ``Scaling``: pods or pool sizes still converge to the last decision (pool sizes as reported).
+- ``SpecValid``: the spec is usable as written; False names the field (``InvalidSpec``: nothing
+  is scaled; ``SpecAdjusted``: a value was lowered to what fits).
+- ``Degraded``: something keeps the pool from what it needs: an invalid spec, the queue
+  unreadable, pods stuck, resizes failing, or the need exceeds ``replicas.max`` full pods.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from reportfarm_operator import validation
+
+if TYPE_CHECKING:
+    from reportfarm_operator.reporting import Seen
+
+TYPES = ("Ready", "QueueReachable", "MetricsReadable", "PodsRunning", "Scaling", "SpecValid")
+_MAX_MESSAGE = 1000
+
+Value = tuple[bool, str, str]
+
+
+def timestamp(now: float) -> str:
+    """RFC 3339, as Kubernetes writes times."""
+    return datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def conditions(
+    seen: Seen, *, previous: Sequence[Mapping[str, Any]], now: float, generation: int | None
+) -> list[dict[str, Any]]:
+    values = {
+        "Ready": _ready(seen),
+        "QueueReachable": _queue(seen),
+        "MetricsReadable": _metrics(seen),
+        "PodsRunning": _pods(seen),
+        "Scaling": _scaling(seen),
+        "SpecValid": _spec(seen.spec_problems),
+    }
+    values["Degraded"] = _degraded(seen, values)
+    return _build(values, previous=previous, now=now, generation=generation)
+
+
+def invalid(
+    error: validation.SpecError,
+    *,
+    previous: Sequence[Mapping[str, Any]],
+    now: float,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    """The conditions of a pool whose spec cannot be used; the others stay as they were."""
+    message = str(error)[:_MAX_MESSAGE]
+    values: dict[str, Value] = {
+        "SpecValid": (False, "InvalidSpec", message),
+        "Degraded": (True, "InvalidSpec", f"nothing is scaled, the size is kept: {message}"),
+    }
+    kept = [dict(c) for c in previous if c.get("type") not in values]
+    return kept + _build(values, previous=previous, now=now, generation=generation)
+
+
+def transitions(
+    current: Sequence[Mapping[str, Any]], *, was: Mapping[str, Mapping[str, Any]]
+) -> Iterator[tuple[str, str, str]]:
+    """(type, reason, message) of the Events for conditions that turned bad or good again."""
+    for condition in current:
+        kind, reason, message = condition["type"], condition["reason"], condition["message"]
+        good = condition["status"] == ("False" if kind == "Degraded" else "True")
+        old = was.get(kind)
+        if kind in ("Ready", "Scaling", "Degraded") or reason == "Starting":
+            continue  # they follow every decision; Degraded repeats the others
+        if not good and (
+            old is None
+            or (old.get("status"), old.get("reason"))
+            != (
+                condition["status"],
+                reason,
+            )
+        ):
+            yield "Warning", reason, message
+        elif good and old is not None and old.get("status") != condition["status"]:
+            yield "Normal", kind, message
+
+
+def _ready(seen: Seen) -> Value:
+    wanted, ready = seen.decision.replicas, seen.ready_replicas
+    if wanted == 0:
+        return True, "ScaledToZero", "no work: zero pods"
+    return ready > 0, "PodsReady" if ready else "PodsNotReady", f"{ready}/{wanted} pods ready"
+
+
+def _queue(seen: Seen) -> Value:
+    reading = seen.queue
+    if reading.error is not None:
+        return False, "QueueUnreadable", f"keeping the current size: {reading.error}"
+    if reading.missing:
+        return (
+            True,
+            "QueueNotCreated",
+            (f"waiting for the first job: queue {seen.queue_name} does not exist yet"),
+        )
+    return True, "QueueRead", f"depth {reading.depth}, poison {reading.poison_depth}"
+
+
+def _metrics(seen: Seen) -> Value:
+    silent = seen.silent
+    if silent:
+        listed = ", ".join(f"{name} ({why})" for name, why in sorted(silent.items()))
+        return (
+            False,
+            "Blind",
+            (
+                f"running blind: {len(silent)} ready pod(s) did not answer /metrics: {listed}; "
+                "busy browsers unknown, sized from the queue depth"
+            )[:_MAX_MESSAGE],
+        )
+    ready = sum(1 for pod in seen.pods if pod.ready)
+    return True, "MetricsRead", f"{ready} ready pod(s) answered /metrics"
+
+
+def _pods(seen: Seen) -> Value:
+    stuck = [pod for pod in seen.pods if pod.stuck_reason]
+    if stuck:
+        first = stuck[0]
+        text = f"{len(stuck)} of {len(seen.pods)} pods stuck: {first.name}: {first.stuck_reason}"
+        return (
+            False,
+            str(first.stuck_reason),
+            (f"{text} ({first.stuck_message})" if first.stuck_message else text)[:_MAX_MESSAGE],
+        )
+    starting = [pod for pod in seen.pods if pod.phase != "Running"]
+    if starting:
+        return False, "Starting", f"{len(starting)} of {len(seen.pods)} pods starting"
+    return True, "AllRunning", f"{len(seen.pods)} pods running"
+
+
+def _scaling(seen: Seen) -> Value:
+    decision = seen.decision
+    wanted, ready, exist = decision.replicas, seen.ready_replicas, seen.deployment_replicas
+    pods = f"{ready}/{wanted} pods ready"
+    if exist != wanted or ready != wanted:
+        direction = "ScalingUp" if wanted > min(ready, exist) else "ScalingDown"
+        return True, direction, f"{pods}, {exist} exist"
+    sizes = seen.pool_sizes
+    want = decision.browsers_per_pod
+    if any(size != want for size in sizes):
+        listed = ", ".join(str(size) for size in sorted(sizes))
+        return True, "ResizingPools", f"pods report {listed} browsers, {want} asked"
+    if seen.silent:
+        return (
+            False,
+            "Unverified",
+            (f"{wanted} pods; browsers per pod unknown (metrics unreadable), {want} asked"),
+        )
+    return False, "Stable", f"{wanted} pods x {want} browsers, as reported by the pods"
+
+
+def _spec(problems: Sequence[validation.Problem]) -> Value:
+    if problems:
+        return False, "SpecAdjusted", "; ".join(map(str, problems))[:_MAX_MESSAGE]
+    return True, "SpecUsable", "the spec is used as written"
+
+
+def _degraded(seen: Seen, values: Mapping[str, Value]) -> Value:
+    pods_running = values["PodsRunning"]
+    if seen.queue.error is not None:
+        return True, "QueueUnreadable", values["QueueReachable"][2]
+    if not pods_running[0] and pods_running[1] != "Starting":
+        return True, pods_running[1], pods_running[2]  # Kubernetes' reason: Unschedulable, ...
+    if seen.resize_errors:
+        return True, "PoolResizeFailed", "; ".join(seen.resize_errors)[:_MAX_MESSAGE]
+    if seen.decision.saturated:
+        return True, "AtMaxReplicas", f"need {seen.decision.required_browsers} browsers"
+    return False, "AsExpected", ""
+
+
+def _build(
+    values: Mapping[str, Value],
+    *,
+    previous: Sequence[Mapping[str, Any]],
+    now: float,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    old = {str(c.get("type")): c for c in previous}
+    built = []
+    for kind, (flag, reason, message) in values.items():
+        state = "True" if flag else "False"
+        was = old.get(kind)
+        since = was.get("lastTransitionTime") if was and was.get("status") == state else None
+        built.append(
+            {
+                "type": kind,
+                "status": state,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": since or timestamp(now),
+                "observedGeneration": generation,
+            }
+        )
+    return built

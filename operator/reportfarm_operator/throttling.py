@@ -1,0 +1,51 @@
+"""Rate-limited logging of repeated failures: the first with its traceback, then a summary at
+most every ``every`` seconds, so a pool failing every tick does not flood the log."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+
+@dataclasses.dataclass
+class _Seen:
+    first_logged: float
+    last_logged: float
+    suppressed: int = 0
+
+
+class LogThrottle:
+    """Log a failure for ``key`` (a pool) with ``message``; repeats of the same message within
+    ``every`` seconds are counted, not logged."""
+
+    def __init__(self, logger: logging.Logger, *, every: float = 300.0) -> None:
+        self.logger = logger
+        self.every = every
+        self._seen: dict[tuple[str, str], _Seen] = {}
+
+    def failure(self, key: str, message: str, *, error: BaseException | None = None) -> bool:
+        """Log it unless it was logged recently; returns whether it was logged."""
+        now = time.monotonic()
+        seen = self._seen.get((key, message))
+        if seen is None:
+            self._seen[(key, message)] = _Seen(first_logged=now, last_logged=now)
+            self.logger.error("%s: %s", key, message, exc_info=error, extra={"pool": key})
+            return True
+        if now - seen.last_logged < self.every:
+            seen.suppressed += 1
+            return False
+        self.logger.error(
+            "%s: %s (again, %d more time(s) since the last report)",
+            key,
+            message,
+            seen.suppressed + 1,
+            extra={"pool": key, "repeated": seen.suppressed + 1},
+        )
+        seen.last_logged, seen.suppressed = now, 0
+        return True
+
+    def success(self, key: str) -> None:
+        """The pool works again: its next failure is logged at once, with its traceback."""
+        for seen_key in [k for k in self._seen if k[0] == key]:
+            del self._seen[seen_key]

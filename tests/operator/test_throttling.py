@@ -1,0 +1,36 @@
+"""Repeated failures in the operator's log: the first in full, then a count, not one per tick."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from reportfarm_operator import throttling
+
+
+def test_a_repeated_failure_is_logged_once_then_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    logger = logging.getLogger("test.throttling")
+    throttle = throttling.LogThrottle(logger, every=3600)
+    caplog.set_level(logging.ERROR, logger="test.throttling")
+    try:
+        raise ValueError("browser.cpu is 0")
+    except ValueError as error:
+        logged = [throttle.failure("ns/pool", "tick failed", error=error) for _ in range(50)]
+    assert logged == [True] + [False] * 49
+    assert len(caplog.records) == 1 and caplog.records[0].exc_info is not None
+    # Another pool, or another failure, is its own line.
+    assert throttle.failure("ns/other", "tick failed")
+    assert throttle.failure("ns/pool", "another failure")
+    # Once the pool works again, its next failure is logged at once.
+    throttle.success("ns/pool")
+    assert throttle.failure("ns/pool", "tick failed")
+
+
+def test_after_the_interval_a_summary_counts_the_repeats(caplog: pytest.LogCaptureFixture) -> None:
+    throttle = throttling.LogThrottle(logging.getLogger("test.throttling"), every=0.0)
+    caplog.set_level(logging.ERROR, logger="test.throttling")
+    throttle.failure("ns/pool", "tick failed")
+    assert throttle.failure("ns/pool", "tick failed")
+    assert "again, 1 more time(s)" in caplog.records[-1].getMessage()
