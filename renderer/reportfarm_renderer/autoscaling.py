@@ -13,7 +13,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from reportfarm import policy
+from reportfarm import policy, renderer_api
 from reportfarm_renderer.settings import BROWSER_MEMORY_BYTES, default_pool_size
 
 if TYPE_CHECKING:
@@ -50,9 +50,10 @@ class RenderTimes:
         self.last = (0.0, 0.0)
 
     def mean(self) -> float | None:
-        labels = {"stage": "pdf_generation"}
-        total = self.registry.get_sample_value("reportfarm_stage_duration_seconds_sum", labels)
-        count = self.registry.get_sample_value("reportfarm_stage_duration_seconds_count", labels)
+        labels = {"stage": renderer_api.RENDER_STAGE}
+        name = renderer_api.STAGE_SECONDS_METRIC
+        total = self.registry.get_sample_value(f"{name}_sum", labels)
+        count = self.registry.get_sample_value(f"{name}_count", labels)
         if total is None or count is None:
             return None
         (last_total, last_count), self.last = self.last, (total, count)

@@ -1,4 +1,4 @@
-"""``reportfarm bench``: four ways to print the same documents, and the whole path through the
+"""``reportfarm bench``: five ways to print the same documents, and the whole path through the
 queue, in one run, with the same pool size N.
 
 The documents are the example reports and the batch lines (``examples/``), rendered to HTML
@@ -34,7 +34,7 @@ from typing import Any
 
 from rich.console import Console
 
-from reportfarm import azurite
+from reportfarm import azurite, renderer_api
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import browser
 from reportfarm_renderer.benchmarking import documents as documenting
@@ -168,7 +168,7 @@ def main(
     # One log line per job would bury the table: the renderer's info lines stay quiet here.
     for name in ("reportfarm", "reportfarm_renderer"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    chromium_path = os.environ.get("REPORTFARM_CHROMIUM_PATH") or None
+    chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     try:
         report, pdfs = asyncio.run(
             run(jobs=jobs, pool_size=pool_size, chromium_path=chromium_path, console=console)

@@ -17,19 +17,39 @@ implements :class:`reportfarm_renderer.pool.Worker`:
   its children).
 - **Closing**: ``browser.close()``, bounded; if that fails, SIGKILL to the process tree. The
   driver is the browser's parent and reaps it.
+- **Whose fault**: a Playwright error while the browser is still connected and the page still
+  open and answering is the document's (a header template Chromium cannot print, a load that
+  fails): it is raised as :class:`~reportfarm_renderer.pool.DocumentError` and the browser
+  stays. A browser that is gone (disconnected, process exited) or a page whose target closed
+  while loading is a crash, and the pool replaces the worker. A step that fails and leaves the
+  page not answering (its renderer died: a header Chromium cannot print does that, and so does
+  a renderer killed from outside, the OOM killer say, with the same protocol error) is rendered
+  once more on a fresh page of the same browser: a second crash is the document's fault.
+- **Header and footer templates** are printed by Chromium outside the page, where the guard's
+  interception never sees their requests (the closed network of layer 2 still refuses them): they
+  are checked before printing (:func:`reportfarm.margins.external_references`), and a template
+  that references anything but inline ``data:`` resources fails as a document error.
+- **Site isolation trials are off** (:data:`STABILITY_ARGS`): with them, a page that printed a
+  document with a ``data:`` subframe is killed, browser and all, when a document with an
+  ``<iframe srcdoc>`` is set next (Chromium 156, plain Playwright too; about:blank between jobs
+  does not help, the flag does). Jobs are isolated by page and context, not by site process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 import shutil
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
+# The error Playwright raises when the page, its context or the browser has gone; not re-exported
+# by playwright.async_api (1.65), and the one sure sign that the failure is not the document's.
+from playwright._impl._errors import TargetClosedError
 from playwright.async_api import (
     Browser,
     BrowserContext,
@@ -38,8 +58,9 @@ from playwright.async_api import (
     Playwright,
     async_playwright,
 )
+from playwright.async_api import Error as PlaywrightError
 
-from reportfarm import contract
+from reportfarm import contract, margins
 from reportfarm_renderer import network, pool
 
 log = logging.getLogger(__name__)
@@ -55,8 +76,30 @@ BASE_ARGS = (
     "--disable-quic",
 )
 """Flags that work headless, as root, in a container."""
+STABILITY_ARGS = ("--disable-site-isolation-trials",)
+"""Flags every worker's browser gets so that no sequence of documents crashes it (see the
+module docstring); ``new_worker(site_isolation_trials=True)`` leaves them out (the benchmark
+measures their cost)."""
 _MARKER = "--reportfarm-worker"
 _CLOSE_TIMEOUT = 10.0
+_LIVENESS_S = 0.5
+"""How often a render checks that its browser process still runs."""
+_PAGE_PROBE_S = 2.0
+"""How long a page has to answer after a failed step before it counts as busy, not crashed."""
+
+
+class PageCrashed(RuntimeError):
+    """The page's renderer process died in ``step`` while the browser lives: the document or a
+    kill from outside (the OOM killer), which one is told by rendering once more."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"the page crashed while {step}: {message}")
+        self.step = step
+        self.message = message
+
+
+class BrowserGone(RuntimeError):
+    """The browser process exited during a render (a crash: the pool replaces the worker)."""
 
 
 class ChromiumLauncher:
@@ -113,10 +156,19 @@ class ChromiumLauncher:
             await self._playwright.stop()
             self._playwright = None
 
-    async def new_worker(self) -> ChromiumWorker:
-        """Launch a browser and warm its page: the pool's worker factory. Safe to cancel."""
+    async def new_worker(self, *, site_isolation_trials: bool = False) -> ChromiumWorker:
+        """Launch a browser and warm its page: the pool's worker factory. Safe to cancel.
+
+        ``site_isolation_trials``: keep Chromium's default (only for measuring its cost)."""
         marker = secrets.token_hex(8)
-        args = [*BASE_ARGS, *self.guard.chromium_args(), *self._extra_args, f"{_MARKER}={marker}"]
+        stability = () if site_isolation_trials else STABILITY_ARGS
+        args = [
+            *BASE_ARGS,
+            *stability,
+            *self.guard.chromium_args(),
+            *self._extra_args,
+            f"{_MARKER}={marker}",
+        ]
         launching = asyncio.ensure_future(
             self.playwright.chromium.launch(
                 executable_path=self._executable,
@@ -155,11 +207,13 @@ class ChromiumWorker:
 
     def __init__(self, browser: Browser, *, marker: str, guard: network.NetworkGuard) -> None:
         self.jobs_done = 0
+        self.page_crashes = 0
         self.pid: int | None = None
         self._browser = browser
         self._marker = f"{_MARKER}={marker}"
         self._guard = guard
         self._page: Page | None = None
+        self._warm_crashed: set[Page] = set()  # warm pages whose renderer died, found by events
         self._cdp: CDPSession | None = None
         self._broken = False
         self._closed = False
@@ -174,26 +228,99 @@ class ChromiumWorker:
 
     async def prepare(self) -> None:
         """Open and warm the reusable page; find the browser's pid."""
-        context = await self._new_context(javascript=False)
-        self._page = await context.new_page()
-        self._cdp = await context.new_cdp_session(self._page)
-        await self._render_warm("<p></p>", contract.PdfOptions())
+        await self._open_warm_page()
         self.pid = await asyncio.to_thread(_find_browser_pid, self._marker)
         log.info("browser launched (pid %s)", self.pid)
 
     async def render(self, html: str, options: contract.PdfOptions, *, javascript: bool) -> bytes:
+        _check_margins(options)
         try:
-            if javascript:
-                pdf = await self._render_isolated(html, options)
-            else:
-                pdf = await self._render_warm(html, options)
+            try:
+                pdf = await self._render_once(html, options, javascript=javascript)
+            except PageCrashed as crash:
+                # A header Chromium cannot print and a renderer killed from outside end alike
+                # (measured): once more on a fresh page in this browser tells them apart.
+                log.warning(
+                    "browser pid %s: %s; rendering once more on a fresh page", self.pid, crash
+                )
+                self.page_crashes += 1
+                if not javascript:
+                    await self._renew_warm_page()
+                    if self._broken:
+                        raise
+                try:
+                    pdf = await self._render_once(html, options, javascript=javascript)
+                except PageCrashed as again:
+                    raise pool.DocumentError(
+                        f"{again.step} failed: {again.message} (the page crashed, and again "
+                        "on a fresh page)"
+                    ) from again
         except pool.DocumentError:
+            if not javascript:
+                # A page whose print failed crashes on its next document (measured): the job
+                # was the document's fault, but the next one starts on a new warm page.
+                await self._renew_warm_page()
             raise
         except BaseException:
             self._broken = True  # the page is in an unknown state: the pool replaces us
             raise
         self.jobs_done += 1
         return pdf
+
+    async def _render_once(
+        self, html: str, options: contract.PdfOptions, *, javascript: bool
+    ) -> bytes:
+        if javascript:
+            return await self._unless_gone(self._render_isolated(html, options))
+        if self._page in self._warm_crashed:
+            # Its renderer died between jobs (killed from outside): a fresh page, not a crash.
+            log.warning("browser pid %s: the warm page crashed while idle; renewing it", self.pid)
+            await self._renew_warm_page()
+            if self._broken:
+                raise RuntimeError(f"browser pid {self.pid}: the warm page could not be renewed")
+        return await self._unless_gone(self._render_warm(html, options))
+
+    async def _unless_gone(self, rendering: Coroutine[Any, Any, bytes]) -> bytes:
+        """Run the render while the browser process lives. A browser killed mid-render is not
+        always seen by the driver (a child that outlives it can hold the pipe open, measured:
+        the render then hangs until the pool's timeout and would be charged to the document as a
+        render timeout): the process itself is checked every :data:`_LIVENESS_S`."""
+        work = asyncio.ensure_future(rendering)
+        try:
+            while True:
+                done, _ = await asyncio.wait({work}, timeout=_LIVENESS_S)
+                if done:
+                    return work.result()
+                if not self._process_running():
+                    self._broken = True
+                    raise BrowserGone(f"browser pid {self.pid} exited during the render")
+        finally:
+            if not work.done():
+                work.cancel()
+                work.add_done_callback(_retrieve)
+
+    def _process_running(self) -> bool:
+        """Whether the browser process still runs (unknown pid: assumed so)."""
+        return self.pid is None or _running(self.pid, self._marker)
+
+    async def _open_warm_page(self) -> None:
+        context = await self._new_context(javascript=False)
+        self._page = page = await context.new_page()
+        page.on("crash", lambda _: self._warm_crashed.add(page))
+        self._cdp = await context.new_cdp_session(page)
+        await self._render_warm("<p></p>", contract.PdfOptions())
+
+    async def _renew_warm_page(self) -> None:
+        """Close the warm page's context and open another; if that fails, the worker is broken."""
+        old, self._page, self._cdp = self._page, None, None
+        try:
+            if old is not None:
+                self._warm_crashed.discard(old)
+                await old.context.close()
+            await self._open_warm_page()
+        except Exception as error:
+            log.warning("could not renew the warm page of browser pid %s: %r", self.pid, error)
+            self._broken = True
 
     async def rss_bytes(self) -> int:
         if self.pid is None:
@@ -213,10 +340,13 @@ class ChromiumWorker:
 
     async def _render_warm(self, html: str, options: contract.PdfOptions) -> bytes:
         assert self._page is not None and self._cdp is not None, "prepare() first"
-        if self._page.url != "about:blank":
-            await self._page.goto("about:blank")
-        await self._page.set_content(html, wait_until="load")
-        pdf = await self._page.pdf(**options.playwright_kwargs())
+        page = self._page
+        if page.url != "about:blank":
+            await page.goto("about:blank")
+        async with self._document(page, "loading the document"):
+            await page.set_content(html, wait_until="load")
+        async with self._document(page, "printing the document"):
+            pdf = await page.pdf(**options.playwright_kwargs())
         await self._cdp.send("Page.stopLoading")
         return pdf
 
@@ -230,24 +360,42 @@ class ChromiumWorker:
                 navigated.set_result(url)
 
         context = await self._new_context(javascript=True, on_navigation=on_navigation)
-        page = await context.new_page()
-        loading = asyncio.ensure_future(page.set_content(html, wait_until="load"))
-        loading.add_done_callback(_retrieve)
         try:
-            either: list[asyncio.Future[Any]] = [loading, navigated]
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            page = await context.new_page()
+            loading = asyncio.ensure_future(page.set_content(html, wait_until="load"))
+            loading.add_done_callback(_retrieve)
+            try:
+                either: list[asyncio.Future[Any]] = [loading, navigated]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                loading.cancel()
+            if not loading.done() or loading.cancelled():
+                raise pool.DocumentError(
+                    f"the document tried to navigate to {network.shorten(navigated.result())} "
+                    "while loading; documents may not navigate"
+                )
+            async with self._document(page, "loading the document"):
+                loading.result()
+            async with self._document(page, "printing the document"):
+                return await page.pdf(**options.playwright_kwargs())
         finally:
-            loading.cancel()
-        if not loading.done() or loading.cancelled():
-            await context.close()
-            raise pool.DocumentError(
-                f"the document tried to navigate to {network.shorten(navigated.result())} "
-                "while loading; documents may not navigate"
-            )
-        loading.result()
-        pdf = await page.pdf(**options.playwright_kwargs())
-        await context.close()
-        return pdf
+            if self._browser.is_connected():
+                await context.close()
+
+    @contextlib.asynccontextmanager
+    async def _document(self, page: Page, step: str) -> AsyncIterator[None]:
+        """A Playwright error in ``step`` is the document's fault while the browser and the page
+        are still there (the error's type and the browser's state decide, not its text)."""
+        try:
+            yield
+        except PlaywrightError as error:
+            gone = isinstance(error, TargetClosedError) or page.is_closed()
+            if gone or self._broken or not self._browser.is_connected():
+                raise  # a crash: the pool replaces this worker
+            message = error.message.splitlines()[0] if error.message else repr(error)
+            if not await _page_answers(page):
+                raise PageCrashed(step, message) from error
+            raise pool.DocumentError(f"{step} failed: {message}") from error
 
     async def _new_context(
         self, *, javascript: bool, on_navigation: Callable[[str], object] | None = None
@@ -267,7 +415,20 @@ class ChromiumWorker:
             self._broken = True
 
 
-def _retrieve(task: asyncio.Future[None]) -> None:
+def _check_margins(options: contract.PdfOptions) -> None:
+    """Header and footer templates may only use inline resources (see the module docstring)."""
+    if not options.display_header_footer:
+        return
+    for name in ("header_template", "footer_template"):
+        found = margins.external_references(getattr(options, name))
+        if found:
+            raise pool.DocumentError(
+                f"pdf.{name} references {network.shorten(found[0])}: header and footer "
+                "templates may only use inline data: resources"
+            )
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a side task's outcome as seen: the worker is replaced anyway if it failed."""
     if not task.cancelled():
         task.exception()
@@ -282,6 +443,30 @@ def _cmdline(pid: int) -> list[str]:
             return file.read().decode(errors="replace").split("\0")
     except OSError:
         return []
+
+
+async def _page_answers(page: Page) -> bool:
+    """Whether the page's renderer still answers after a failed step. A renderer killed while
+    printing fails ``Page.pdf`` with a protocol error, not a closed target, and the page's crash
+    event comes ~10 ms later (measured): the page is asked instead. A crashed page fails at once;
+    a page too busy to answer within :data:`_PAGE_PROBE_S` is alive (the document's fault)."""
+    try:
+        await asyncio.wait_for(page.evaluate("0"), _PAGE_PROBE_S)
+    except TimeoutError:
+        return True
+    except PlaywrightError:
+        return False
+    return True
+
+
+def _running(pid: int, marker: str) -> bool:
+    """The process exists, is not a zombie, and is still the marked browser."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            state = file.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X") and marker in _cmdline(pid)
 
 
 def _find_browser_pid(marker: str) -> int | None:

@@ -1,4 +1,5 @@
 """The renderer's HTTP surface (aiohttp): health, readiness, metrics and the pool-size control.
+Its port, paths and ``/pool`` body are the renderer's contract, ``reportfarm.renderer_api``.
 
 - ``GET /healthz``: 200 while the process and its event loop answer. It never depends on load, so
   a liveness probe does not kill a pod that is merely busy.
@@ -6,9 +7,9 @@
   the worker is not draining; else 503 with the reasons.
 - ``GET /metrics``: Prometheus text, the renderer's own registry.
 - ``GET /pool``: the pool's state as JSON (size, live, busy, idle, running jobs).
-- ``PUT /pool`` with ``{"size": N}``: resize the pool now, without a restart. This is how the
-  operator changes browsers per pod within seconds. With REPORTFARM_ADMIN_TOKEN set, it needs
-  ``Authorization: Bearer <token>``.
+- ``PUT /pool`` with ``{"size": N}`` (``renderer_api.pool_body``): resize the pool now, without
+  a restart. This is how the operator changes browsers per pod within seconds. With an admin
+  token set, it needs ``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ import json
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from reportfarm import renderer_api
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.worker import QueueWorker
-
-MAX_POOL_SIZE = 64
 
 
 @dataclasses.dataclass
@@ -44,11 +44,11 @@ PARTS = web.AppKey("parts", Parts)
 def create_app(parts: Parts) -> web.Application:
     app = web.Application()
     app[PARTS] = parts
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/pool", get_pool)
-    app.router.add_put("/pool", put_pool)
+    app.router.add_get(renderer_api.HEALTHZ_PATH, healthz)
+    app.router.add_get(renderer_api.READYZ_PATH, readyz)
+    app.router.add_get(renderer_api.METRICS_PATH, metrics)
+    app.router.add_get(renderer_api.POOL_PATH, get_pool)
+    app.router.add_put(renderer_api.POOL_PATH, put_pool)
     return app
 
 
@@ -114,14 +114,10 @@ async def put_pool(request: web.Request) -> web.Response:
         if not hmac.compare_digest(given, parts.admin_token):
             return web.json_response({"error": "unauthorized"}, status=401)
     try:
-        body = await request.json()
-        size = body["size"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return web.json_response({"error": 'body must be {"size": N}'}, status=400)
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_POOL_SIZE:
-        return web.json_response(
-            {"error": f"size must be a whole number from 0 to {MAX_POOL_SIZE}"}, status=400
-        )
+        size = renderer_api.parse_pool_body(await request.json())
+    except ValueError as error:  # json.JSONDecodeError is one too
+        message = 'body must be {"size": N}' if isinstance(error, json.JSONDecodeError) else error
+        return web.json_response({"error": str(message)}, status=400)
     if parts.pool is None or parts.draining:
         return web.json_response({"error": "pool not running"}, status=503)
     await parts.pool.resize(size)

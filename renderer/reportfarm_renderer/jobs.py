@@ -1,8 +1,11 @@
 """One job, start to end: decode, load data, render HTML, print PDF, store, then delete.
 
-A message is deleted only after its PDF and its result record are stored. Permanent failures go to
-the poison queue at once, with a failed result record; transient ones are released with backoff
-until the dequeue limit, then poisoned. Each job logs one line with its stage durations.
+A message is deleted only after its PDF and its result record are stored. What a failure means is
+said by its type (:mod:`reportfarm.outcomes`), raised where it is understood: a
+``PermanentError`` (the contract, the templates, the document, the payload) goes to the poison
+queue at once, with a failed result record; a ``TemporaryError`` (the pool, the browser, storage)
+or anything unknown is released with backoff until the dequeue limit (render timeouts: their own
+limit), then poisoned as exhausted. Each job logs one line with its stage durations.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from reportfarm import backoff, contract
+from reportfarm import backoff, contract, outcomes, renderer_api
 from reportfarm.storage import errors as storage_errors
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import Delivery, JobQueue
@@ -28,10 +31,6 @@ from reportfarm_renderer.settings import RendererSettings
 logger = logging.getLogger(__name__)
 
 Outcome = Literal["succeeded", "retried", "poisoned"]
-
-
-class PermanentJobError(Exception):
-    """Retrying cannot help: the job goes to the poison queue at once."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -74,30 +73,19 @@ class JobRunner:
             job = contract.decode_message(delivery.content)
         except contract.ContractError as error:
             job_id = contract.peek_job_id(delivery.content)
-            return await self._poison(lease, job_id, None, f"invalid message: {error}", stages)
+            reason = f"invalid message: {error}"
+            return await self._poison(lease, job_id, None, reason, stages, kind="invalid_message")
         if job.submitted_at:
             self.metrics.queue_wait.observe(max(0.0, time.time() - job.submitted_at))
         try:
             size = await self._render_and_store(job, delivery, stages)
-        except PermanentJobError as error:
-            return await self._poison(lease, job.job_id, job, str(error), stages)
-        except pooling.DocumentError as error:  # the document itself: no retry can help
-            reason = f"DocumentError: {error}"
-            return await self._poison(lease, job.job_id, job, reason, stages)
-        except pooling.RenderTimeout as error:
-            if delivery.dequeue_count >= self.settings.max_render_timeouts:
-                reason = f"render timed out on {delivery.dequeue_count} deliveries: {error}"
-                return await self._poison(lease, job.job_id, job, reason, stages)
-            return await self._retry(lease, job, error)
+        except outcomes.PermanentError as error:
+            reason = error.description
+            return await self._poison(lease, job.job_id, job, reason, stages, kind=error.kind)
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # transient or unknown: retried with backoff, bounded
-            if delivery.dequeue_count >= self.settings.max_dequeue_count:
-                reason = (
-                    f"failed on {delivery.dequeue_count} deliveries; last error: {_describe(error)}"
-                )
-                return await self._poison(lease, job.job_id, job, reason, stages)
-            return await self._retry(lease, job, error)
+        except Exception as error:  # temporary or unknown: retried with backoff, bounded
+            return await self._temporary(lease, job, error, stages)
         await self._finish(lease, delete=True)
         stages["generation_succeeded"] = _ms(started)
         self.metrics.stage_seconds.labels(stage="generation_succeeded").observe(
@@ -122,19 +110,23 @@ class JobRunner:
     async def _render_and_store(
         self, job: contract.Job, delivery: Delivery, stages: dict[str, float]
     ) -> int:
+        if not contract.owns_blob(job.job_id, job.output, kind="output"):  # decoding checked it
+            raise outcomes.PermanentError(
+                f"output_blob {job.output!r} is not one of this job's names"
+            )
         with self._stage("load_data", stages):
             data = await self._load_data(job)
         with self._stage("render_html", stages):
             html = await asyncio.to_thread(self._render_html, job.template, data)
-        with self._stage("pdf_generation", stages):
+        with self._stage(renderer_api.RENDER_STAGE, stages):
             pdf = await self.pool.render(
                 html, job.pdf, javascript=self.catalog.wants_javascript(job.template)
             )
         if len(pdf) > self.settings.max_pdf_bytes:
-            raise PermanentJobError(
+            raise outcomes.PermanentError(
                 f"PDF is {len(pdf)} bytes, over the limit of {self.settings.max_pdf_bytes}"
             )
-        with self._stage("storage_upload", stages):
+        with self._stage("storage_upload", stages), storage_errors.classified("upload"):
             upload_started = time.monotonic()
             await self.blobs.put(job.output, pdf, content_type="application/pdf")
             # The record holds the PDF's upload time; the log line has the record's write too.
@@ -147,39 +139,62 @@ class JobRunner:
         return len(pdf)
 
     def _render_html(self, name: str, data: Mapping[str, Any]) -> str:
-        try:
-            return self.catalog.render(name, data)
-        except templates.TemplateError as error:
-            raise PermanentJobError(f"{type(error).__name__}: {error}") from None
+        return self.catalog.render(name, data)  # a TemplateError is permanent
 
     async def _load_data(self, job: contract.Job) -> Mapping[str, Any]:
         if job.data is not None:
             return job.data
         assert job.data_blob is not None
+        if not contract.owns_blob(job.job_id, job.data_blob, kind="payload"):
+            raise _bad_payload(f"data_blob {job.data_blob!r} is not this job's payload")
         try:
-            raw = await self.blobs.get(job.data_blob)
+            with storage_errors.classified("payload"):
+                raw = await self.blobs.get(job.data_blob)
         except KeyError:
-            raise PermanentJobError(f"payload blob {job.data_blob!r} does not exist") from None
-        if len(raw) > self.settings.max_data_bytes:
-            raise PermanentJobError(
-                f"payload is {len(raw)} bytes, over the limit of {self.settings.max_data_bytes}"
-            )
+            raise _bad_payload(f"payload blob {job.data_blob!r} does not exist") from None
+        try:
+            contract.check_data_size(len(raw), what="payload", limit=self.settings.max_data_bytes)
+        except contract.ContractError as error:
+            raise _bad_payload(str(error)) from None
         try:
             data = await asyncio.to_thread(json.loads, raw)
         except (ValueError, UnicodeDecodeError) as error:
-            raise PermanentJobError(f"payload blob is not JSON: {error}") from None
+            raise _bad_payload(f"payload blob is not JSON: {error}") from None
         except RecursionError:
-            raise PermanentJobError(
+            raise _bad_payload(
                 "payload blob is not JSON the farm can read: nested too deep"
             ) from None
         if not isinstance(data, dict):
-            raise PermanentJobError("payload blob must hold a JSON object")
+            raise _bad_payload("payload blob must hold a JSON object")
         return data
 
-    async def _retry(self, lease: Lease, job: contract.Job, error: BaseException) -> Outcome:
+    async def _temporary(
+        self, lease: Lease, job: contract.Job, error: Exception, stages: dict[str, float]
+    ) -> Outcome:
+        """Retry, unless the job has had its deliveries: render timeouts (suspect documents)
+        have their own, lower limit."""
+        attempts = lease.delivery.dequeue_count
+        if isinstance(error, pooling.RenderTimeout):
+            if attempts >= self.settings.max_render_timeouts:
+                reason = f"render timed out on {attempts} deliveries: {error}"
+                return await self._poison(
+                    lease, job.job_id, job, reason, stages, kind="render_timeout", exhausted=True
+                )
+        elif attempts >= self.settings.max_dequeue_count:
+            reason = f"failed on {attempts} deliveries; last error: {_describe(error)}"
+            return await self._poison(
+                lease, job.job_id, job, reason, stages, kind="exhausted", exhausted=True
+            )
+        return await self._retry(lease, job, error)
+
+    async def _retry(self, lease: Lease, job: contract.Job, error: Exception) -> Outcome:
         attempt = lease.delivery.dequeue_count
-        delay = round(backoff.compute_backoff(attempt, factor=2.0, max_backoff=120.0))
-        if storage_errors.is_transient(error):
+        delay_s = error.delay_s if isinstance(error, outcomes.TemporaryError) else None
+        if delay_s is None:
+            delay_s = backoff.compute_backoff(attempt, factor=2.0, max_backoff=120.0)
+        delay = round(delay_s)
+        storage = isinstance(error, storage_errors.StorageUnavailable)
+        if storage or storage_errors.is_transient(error):
             self.metrics.storage_errors.labels(operation="job").inc()
         logger.warning(
             "job %s attempt %d failed, retrying in %d s: %s",
@@ -202,12 +217,17 @@ class JobRunner:
         job: contract.Job | None,
         reason: str,
         stages: dict[str, float],
+        *,
+        kind: str,
+        exhausted: bool = False,
     ) -> Outcome:
+        """Poison the message with ``reason``; ``kind`` labels the metric, ``exhausted`` says it
+        failed on too many deliveries (else: permanent)."""
         delivery = lease.delivery
         if job_id is not None:
             record = self._record(job, delivery, "failed", stages, job_id=job_id)
             record.error = reason
-            record.error_kind = "exhausted" if "deliveries" in reason else "permanent"
+            record.error_kind = "exhausted" if exhausted else "permanent"
             await self.blobs.put_result(record)
             await self._announce(record)
         original_blob = None
@@ -221,7 +241,6 @@ class JobRunner:
                 delivery, reason=reason, job_id=job_id, original_blob=original_blob
             )
         template = job.template if job else "unknown"
-        kind = _reason_kind(reason)
         self.metrics.poisoned.labels(reason=kind).inc()
         self.metrics.jobs.labels(outcome="poisoned", template=template).inc()
         logger.error(
@@ -285,17 +304,10 @@ def _ms(started: float) -> float:
 
 
 def _describe(error: BaseException) -> str:
+    if isinstance(error, outcomes.TemporaryError):
+        return error.description[:500]
     return f"{type(error).__name__}: {error}"[:500]
 
 
-def _reason_kind(reason: str) -> str:
-    """A bounded label for the poison metric."""
-    kinds = ("invalid message", "UnknownTemplateError", "TemplateRenderError", "DocumentError")
-    for kind in (*kinds, "payload"):
-        if kind in reason:
-            return kind.replace(" ", "_").lower()
-    if "render timed out" in reason:
-        return "render_timeout"
-    if "deliveries" in reason:
-        return "exhausted"
-    return "other"
+def _bad_payload(message: str) -> outcomes.PermanentError:
+    return outcomes.PermanentError(message, kind="payload")

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-STAGES = ("load_data", "render_html", "pdf_generation", "storage_upload", "generation_succeeded")
+from reportfarm import renderer_api
+
+STAGES = (
+    "load_data",
+    "render_html",
+    renderer_api.RENDER_STAGE,
+    "storage_upload",
+    "generation_succeeded",
+)
 _LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30, 60, 120)
 _WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
@@ -20,13 +28,13 @@ class RendererMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.jobs = Counter(
-            "reportfarm_jobs",
+            renderer_api.JOBS_METRIC,
             "Jobs ended by outcome (succeeded, retried, poisoned) and template.",
             ["outcome", "template"],
             registry=r,
         )
         self.stage_seconds = Histogram(
-            "reportfarm_stage_duration_seconds",
+            renderer_api.STAGE_SECONDS_METRIC,
             "Duration of each stage of a job.",
             ["stage"],
             buckets=_LATENCY_BUCKETS,
@@ -48,12 +56,14 @@ class RendererMetrics:
             "reportfarm_jobs_in_flight", "Jobs received and not yet finished.", registry=r
         )
         self.pool_size = Gauge(
-            "reportfarm_pool_size", "Browsers the pool is asked to hold.", registry=r
+            renderer_api.POOL_SIZE_METRIC, "Browsers the pool is asked to hold.", registry=r
         )
         self.pool_live = Gauge(
             "reportfarm_pool_browsers", "Browsers running now (launched, not retired).", registry=r
         )
-        self.pool_busy = Gauge("reportfarm_pool_busy", "Browsers rendering a job now.", registry=r)
+        self.pool_busy = Gauge(
+            renderer_api.POOL_BUSY_METRIC, "Browsers rendering a job now.", registry=r
+        )
         self.borrow_wait = Histogram(
             "reportfarm_pool_borrow_wait_seconds",
             "Time a job waited for a free browser.",

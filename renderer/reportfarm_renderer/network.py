@@ -5,10 +5,12 @@ otherwise. Two layers:
 
 1. **Interception** (:meth:`NetworkGuard.install`, on every browser context): ``data:``, ``blob:``
    and ``about:`` pass; ``http(s)`` passes only for GET/HEAD to a host on the allowlist (exact
-   names, or ``*.example.com`` for subdomains) whose every resolved address is public
-   (:func:`is_public_address`); every other scheme (``file:``, ``ftp:``, ``chrome:``...) and
-   every WebSocket is blocked. Each block is logged with its URL and reported to
-   :class:`GuardEvents`.
+   names, or ``*.example.com`` for subdomains) whose every resolved address is public: the
+   core's one network policy (:class:`reportfarm.netpolicy.NetworkPolicy`, the same that guards
+   webhook callbacks) decides host and address; this module adds what only documents need
+   (methods, redirects, response size, WebSockets, Chromium's own network). Every other scheme
+   (``file:``, ``ftp:``, ``chrome:``...) and every WebSocket is blocked. Each block is logged
+   with its URL and reported to :class:`GuardEvents`.
 
    Allowed requests are fetched here, in Python, never by Chromium, then handed to the page with
    ``route.fulfill``. Why not ``route.continue_()``/``route.fetch()``: Chromium (or the driver)
@@ -31,23 +33,20 @@ otherwise. Two layers:
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
-import aiohttp.abc
 from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
-from reportfarm.netpolicy import IPAddress, is_public_address, resolve_host
+from reportfarm import netpolicy
+from reportfarm.netpolicy import IPAddress
 
 log = logging.getLogger(__name__)
-
-Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 
 _PASS_SCHEMES = frozenset({"data", "blob", "about"})
 _METHODS = frozenset({"GET", "HEAD"})
@@ -61,8 +60,8 @@ _URL_LOG_LIMIT = 200
 
 
 class GuardEvents(Protocol):
-    """Hook for metrics. Reasons: scheme, method, host, address, dns, redirects, too_large,
-    websocket."""
+    """Hook for metrics. Reasons: :class:`netpolicy.Refused`'s (syntax, scheme, host, dns,
+    address) and the guard's own: method, redirects, too_large, websocket."""
 
     def request_blocked(self, reason: str) -> None:
         return None
@@ -72,39 +71,22 @@ class _NoEvents(GuardEvents):
     pass
 
 
-class Blocked(Exception):
-    """A request the policy refuses; ``reason`` is one of :class:`GuardEvents`' reasons."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-
-
 class NetworkGuard:
-    """The policy, installed on every browser context. See the module docstring.
-
-    ``address_allowed`` and ``resolver`` exist for tests (a permitted loopback address, a fake
-    DNS); production keeps the defaults.
-    """
+    """The core's :class:`netpolicy.NetworkPolicy`, installed on every browser context. See the
+    module docstring. ``policy`` defaults to documents fetching nothing (no allowed host)."""
 
     def __init__(
         self,
         *,
-        allowed_hosts: Iterable[str] = (),
+        policy: netpolicy.NetworkPolicy | None = None,
         events: GuardEvents | None = None,
-        address_allowed: Callable[[IPAddress], bool] = is_public_address,
-        resolver: Resolver = resolve_host,
         fetch_timeout: float = 10.0,
         max_redirects: int = 5,
         max_response_bytes: int = 20 * 2**20,
     ) -> None:
-        hosts = {host.strip().lower().rstrip(".") for host in allowed_hosts if host.strip()}
-        self._exact = frozenset(host for host in hosts if not host.startswith("*."))
-        self._suffixes = tuple(host[1:] for host in hosts if host.startswith("*."))
+        self.policy = policy or netpolicy.NetworkPolicy.for_documents()
         self._events: GuardEvents = events or _NoEvents()
-        self._address_allowed = address_allowed
-        self._resolver = resolver
-        self._timeout = aiohttp.ClientTimeout(total=fetch_timeout)
+        self._timeout_s = fetch_timeout
         self._max_redirects = max_redirects
         self._max_bytes = max_response_bytes
         self._session: aiohttp.ClientSession | None = None
@@ -151,31 +133,11 @@ class NetworkGuard:
             self._blackhole = None
 
     async def check(self, url: str, method: str = "GET") -> list[IPAddress]:
-        """Raise :class:`Blocked` unless the policy allows the request; return its addresses."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https"):
-            raise Blocked("scheme", parts.scheme)
-        if method.upper() not in _METHODS:
-            raise Blocked("method", method)
-        host = (parts.hostname or "").rstrip(".")
-        if host not in self._exact and not host.endswith(self._suffixes):
-            raise Blocked("host", host)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return await self.addresses(host, port)
-
-    async def addresses(self, host: str, port: int) -> list[IPAddress]:
-        """Resolve a host and return its addresses if every one is allowed, else raise."""
-        try:
-            addresses = [ipaddress.ip_address(host)]
-        except ValueError:
-            try:
-                addresses = await self._resolver(host, port)
-            except OSError as error:
-                raise Blocked("dns", f"{host}: {error}") from None
-        refused = [str(address) for address in addresses if not self._address_allowed(address)]
-        if refused or not addresses:
-            raise Blocked("address", f"{host} resolves to {', '.join(refused) or 'nothing'}")
-        return addresses
+        """Raise :class:`netpolicy.Refused` unless the policy allows the request; return its
+        addresses."""
+        if urlsplit(url).scheme in ("http", "https") and method.upper() not in _METHODS:
+            raise netpolicy.Refused("method", method)
+        return await self.policy.check_url(url)
 
     async def _on_request(self, route: Route, request: Request) -> bool:
         """Answer an intercepted request; False if it was blocked."""
@@ -184,8 +146,8 @@ class NetworkGuard:
             await _quietly(route.continue_())
             return True
         try:
-            status, headers, body = await self._fetch(url, request.method, request.headers)
-        except Blocked as blocked:
+            status, headers, body = await self.fetch(url, request.method, request.headers)
+        except netpolicy.Refused as blocked:
             self._report(url, blocked)
             # A blocked navigation answered 204 leaves the document in place; an error would
             # replace it with Chromium's error page, and the job would print that.
@@ -202,13 +164,15 @@ class NetworkGuard:
         return True
 
     async def _on_web_socket(self, route: WebSocketRoute) -> None:
-        self._report(route.url, Blocked("websocket"))
+        self._report(route.url, netpolicy.Refused("websocket"))
         await _quietly(route.close(code=1008, reason="blocked"))
 
-    async def _fetch(
-        self, url: str, method: str, request_headers: Mapping[str, str]
+    async def fetch(
+        self, url: str, method: str = "GET", request_headers: Mapping[str, str] | None = None
     ) -> tuple[int, dict[str, str], bytes]:
-        """GET/HEAD an allowed URL, following redirects hop by hop, each hop checked."""
+        """GET/HEAD an allowed URL, following redirects hop by hop, each hop checked; raise
+        :class:`netpolicy.Refused` for what the policy refuses."""
+        request_headers = request_headers or {}
         session = self._open_session()
         headers = {k: v for k, v in request_headers.items() if k.lower() in _FORWARD_HEADERS}
         for _ in range(self._max_redirects + 1):
@@ -223,58 +187,26 @@ class NetworkGuard:
                 async for chunk in rsp.content.iter_chunked(64 * 1024):
                     body += chunk
                     if len(body) > self._max_bytes:
-                        raise Blocked("too_large", f"over {self._max_bytes} bytes")
+                        raise netpolicy.Refused("too_large", f"over {self._max_bytes} bytes")
                 kept = {
                     name.lower(): ", ".join(rsp.headers.getall(name))
                     for name in rsp.headers
                     if name.lower() not in _DROP_HEADERS
                 }
                 return rsp.status, kept, bytes(body)
-        raise Blocked("redirects", f"more than {self._max_redirects}")
+        raise netpolicy.Refused("redirects", f"more than {self._max_redirects}")
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(resolver=_CheckingResolver(self), use_dns_cache=False)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                cookie_jar=aiohttp.DummyCookieJar(),  # no cookie outlives a request
-                timeout=self._timeout,
-                trust_env=False,  # a proxy would connect where we did not check
-            )
+            self._session = self.policy.session(timeout_s=self._timeout_s)
         return self._session
 
-    def _report(self, url: str, blocked: Blocked) -> None:
+    def _report(self, url: str, blocked: netpolicy.Refused) -> None:
         log.warning("blocked a document's request to %s (%s)", shorten(url), blocked)
         try:
             self._events.request_blocked(blocked.reason)
         except Exception:
             log.exception("the request_blocked hook failed")
-
-
-class _CheckingResolver(aiohttp.abc.AbstractResolver):
-    """aiohttp connects only to what this returns: the addresses the guard has just approved."""
-
-    def __init__(self, guard: NetworkGuard) -> None:
-        self._guard = guard
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[aiohttp.abc.ResolveResult]:
-        addresses = await self._guard.addresses(host, port)
-        return [
-            {
-                "hostname": host,
-                "host": str(address),
-                "port": port,
-                "family": socket.AF_INET if address.version == 4 else socket.AF_INET6,
-                "proto": 0,
-                "flags": socket.AI_NUMERICHOST,
-            }
-            for address in addresses
-        ]
-
-    async def close(self) -> None:
-        return None
 
 
 async def _quietly(action: Awaitable[None]) -> None:

@@ -28,12 +28,11 @@ import contextlib
 import dataclasses
 import logging
 import math
-import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
-from reportfarm import contract
+from reportfarm import backoff, contract, outcomes
 
 log = logging.getLogger(__name__)
 
@@ -69,49 +68,52 @@ WorkerFactory = Callable[[], Awaitable[Worker]]
 
 
 class PoolError(Exception):
-    """Base of the pool's errors. ``transient``: whether trying the same job again may succeed."""
-
-    transient: ClassVar[bool] = False
-
-
-class BorrowTimeout(PoolError):
-    """No worker came free within ``borrow_timeout``: the pool is saturated. Transient."""
-
-    transient = True
+    """Base of the pool's errors. Each job-level one is also an :mod:`reportfarm.outcomes` type:
+    :class:`~reportfarm.outcomes.TemporaryError` if trying the same job again may succeed,
+    :class:`~reportfarm.outcomes.PermanentError` if not."""
 
 
-class RenderTimeout(PoolError):
+class BorrowTimeout(PoolError, outcomes.TemporaryError):
+    """No worker came free within ``borrow_timeout``: the pool is saturated. Temporary."""
+
+
+class RenderTimeout(PoolError, outcomes.TemporaryError):
     """The page work exceeded ``render_timeout``; the worker was replaced.
 
-    Not transient: the usual cause is the document itself (an endless script, a page count in the
-    thousands). A caller may still retry a bounded number of times (the queue's dequeue count).
+    Temporary, but suspect: the usual cause is the document itself (an endless script, a page
+    count in the thousands), so the job runner retries it only up to its own, lower limit
+    (``max_render_timeouts`` deliveries) before poisoning it.
     """
 
 
-class WorkerCrashed(PoolError):
+class WorkerCrashed(PoolError, outcomes.TemporaryError):
     """The worker failed during the render (browser crashed or was killed); it was replaced.
 
-    Transient: a retry runs on a fresh worker. The worker's own error is the ``__cause__``.
-    """
-
-    transient = True
-
-
-class DocumentError(PoolError):
-    """The document itself cannot be rendered (for instance, it navigates away while loading).
-
-    Raised by a worker, which stays healthy and goes back to the pool. Not transient.
+    Temporary: a retry runs on a fresh worker. The worker's own error is the ``__cause__``.
     """
 
 
-class PoolClosed(PoolError):
-    """The pool is shut down. Transient for the job: another renderer can take it."""
+class DocumentError(PoolError, outcomes.PermanentError):
+    """The document itself cannot be rendered: it navigates away while loading, a header
+    template references an external resource, Chromium fails to print it while the browser is
+    fine. Raised by a worker where the failure is known; the worker stays healthy and goes back
+    to the pool (no replacement: only a worker that is gone counts as a crash). Permanent.
+    """
 
-    transient = True
+    default_kind = "documenterror"
+
+    @property
+    def description(self) -> str:
+        return f"DocumentError: {self}"
+
+
+class PoolClosed(PoolError, outcomes.TemporaryError):
+    """The pool is shut down. Temporary for the job: another renderer can take it."""
 
 
 class LaunchFailed(PoolError):
-    """:meth:`BrowserPool.start` could not launch every worker. Not transient: fix the setup."""
+    """:meth:`BrowserPool.start` could not launch every worker (not a job's failure: the service
+    cannot start; fix the setup)."""
 
 
 class PoolEvents(Protocol):
@@ -141,12 +143,6 @@ class _Slot:
     measuring: bool = False
     rss: int | None = None
     measured_at: float = -math.inf
-
-
-def _backoff(attempt: int) -> float:
-    """Exponential backoff with jitter for the n-th failed launch (n >= 1)."""
-    delay = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (attempt - 1))
-    return delay * random.uniform(0.5, 1.0)
 
 
 class BrowserPool:
@@ -537,7 +533,9 @@ class BrowserPool:
                 try:
                     worker = await self._launch()
                 except Exception as error:
-                    delay = _backoff(attempt)
+                    delay = backoff.compute_backoff(
+                        attempt, factor=_BACKOFF_FIRST, max_backoff=_BACKOFF_MAX
+                    )
                     short = self._target - self._serving()
                     log.log(
                         logging.ERROR if attempt >= 3 else logging.WARNING,

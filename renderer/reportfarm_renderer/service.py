@@ -13,7 +13,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-from reportfarm import azurite, contract
+from reportfarm import azurite, contract, netpolicy
+from reportfarm import settings as common
+from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
 from reportfarm_renderer import browser, http, network, templates
@@ -45,10 +47,10 @@ class Renderer:
 @contextlib.asynccontextmanager
 async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
     """Start everything; on exit, drain the worker within the grace period and stop."""
-    if settings.storage.connection_string is None:
+    if not settings.storage.configured:
         raise SystemExit(
-            "AZURE_STORAGE_CONNECTION_STRING is not set (a worker needs storage; "
-            "`reportfarm up` starts Azurite for you)"
+            f"neither {common.CONNECTION_STRING_VAR} nor {common.ACCOUNT_URL_VAR} is set (a worker "
+            "needs storage; `reportfarm up` starts Azurite for you)"
         )
     catalog = templates.TemplateCatalog.load(settings.templates)
     logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
@@ -57,7 +59,10 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
     async with contextlib.AsyncExitStack() as stack:
         launcher = browser.ChromiumLauncher(
             executable_path=settings.chromium_path,
-            guard=network.NetworkGuard(allowed_hosts=settings.allowed_hosts, events=metrics),
+            guard=network.NetworkGuard(
+                policy=netpolicy.NetworkPolicy.for_documents(settings.allowed_hosts),
+                events=metrics,
+            ),
             launch_timeout=settings.launch_timeout,
         )
         await launcher.start()
@@ -77,17 +82,17 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
         parts.pool = pool
         logger.info("browser pool started with %d browser(s)", pool.live)
 
-        connection, name = settings.storage.connection_string, settings.storage.queue
+        account = await stack.enter_async_context(accounts.opened(settings.storage))
+        logger.info("storage: signed in with a %s", account.signed_in_with)
+        name = settings.storage.queue
         lanes = [
-            await stack.enter_async_context(
-                JobQueue(connection, contract.lane_queue_name(name, lane))
-            )
+            await stack.enter_async_context(JobQueue(account, contract.lane_queue_name(name, lane)))
             for lane in contract.LANES
         ]
         events = await stack.enter_async_context(
-            JobQueue(connection, contract.events_queue_name(name))
+            JobQueue(account, contract.events_queue_name(name))
         )
-        blobs = await stack.enter_async_context(BlobStore(connection, settings.storage.container))
+        blobs = await stack.enter_async_context(BlobStore(account, settings.storage.container))
         with contextlib.suppress(Exception):  # unreachable storage: the worker loop says so
             for queue in (*lanes, events):
                 await queue.ensure()
@@ -158,7 +163,12 @@ async def serve(settings: RendererSettings) -> None:
         logger.info("stop signal received: draining")
 
 
-STARTUP_ERRORS = (templates.TemplateLoadError, pooling.PoolError, azurite.AzuriteError)
+STARTUP_ERRORS = (
+    templates.TemplateLoadError,
+    pooling.PoolError,
+    azurite.AzuriteError,
+    common.SettingsError,
+)
 
 
 def main(*, template_dir: Path | None, pool_size: int | None, port: int | None) -> int:

@@ -7,8 +7,11 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Self
 
+from reportfarm import contract, renderer_api
 from reportfarm import settings as common
+from reportfarm.renderer_api import Var
 
 BROWSER_MEMORY_BYTES = 500 * 2**20
 """What one browser holds after rendering (measured here: ~500 MiB PSS); sizes the default pool."""
@@ -25,45 +28,54 @@ def default_pool_size() -> int:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RendererSettings:
+class RendererSettings(common.FromEnv):
+    """A field named like one of ``renderer_api.RendererEnvironment``'s (what the operator sets)
+    is read through it; the others are declared here, each with its variable's name from the
+    renderer's contract, ``renderer_api.Var``."""
+
     storage: common.StorageSettings
-    """Queue, container and connection string (see reportfarm.settings.StorageSettings)."""
-    templates: Path
+    """Queue, container and the account's sign-in (see reportfarm.settings.StorageSettings).
+
+    Every variable's name is in the renderer's contract, ``reportfarm.renderer_api``."""
+    templates: Path = Path("examples/templates")
     """REPORTFARM_TEMPLATES: the folder of Jinja2 templates (in Kubernetes, a mounted ConfigMap)."""
-    pool_size: int
+    pool_size: int = dataclasses.field(default_factory=default_pool_size)
     """REPORTFARM_POOL_SIZE: browsers in the pool at start (default: cores, bounded by memory)."""
-    port: int = 8080
+    port: int = renderer_api.PORT
     """REPORTFARM_PORT: HTTP port for /healthz, /readyz, /metrics and /pool."""
     visibility_timeout: int = 60
     """REPORTFARM_VISIBILITY_TIMEOUT: seconds a received job stays invisible unless extended."""
-    max_dequeue_count: int = 5
+    max_dequeue_count: int = common.setting(Var.MAX_DEQUEUE_COUNT, 5, minimum=1)
     """REPORTFARM_MAX_DEQUEUE_COUNT: deliveries before a failing job goes to the poison queue."""
-    max_render_timeouts: int = 2
+    max_render_timeouts: int = common.setting(Var.MAX_RENDER_TIMEOUTS, 2, minimum=1)
     """REPORTFARM_MAX_RENDER_TIMEOUTS: deliveries that hit the render timeout before poison."""
-    borrow_timeout: float = 30.0
+    borrow_timeout: float = common.setting(Var.BORROW_TIMEOUT, 30.0)
     """REPORTFARM_BORROW_TIMEOUT: seconds a job waits for a free browser."""
-    render_timeout: float = 30.0
+    render_timeout: float = common.setting(Var.RENDER_TIMEOUT, 30.0)
     """REPORTFARM_RENDER_TIMEOUT: seconds for the whole page work of one job (load + print)."""
-    launch_timeout: float = 30.0
+    launch_timeout: float = common.setting(Var.LAUNCH_TIMEOUT, 30.0)
     """REPORTFARM_LAUNCH_TIMEOUT: seconds for one browser to start."""
-    recycle_after_jobs: int = 100
+    recycle_after_jobs: int = common.setting(Var.RECYCLE_AFTER_JOBS, 100, minimum=1)
     """REPORTFARM_RECYCLE_AFTER_JOBS: a browser is replaced after this many jobs."""
-    recycle_rss_bytes: int = 700 * 2**20
+    recycle_rss_bytes: int = common.setting(Var.RECYCLE_RSS_MB, 700 * 2**20, unit=2**20)
     """REPORTFARM_RECYCLE_RSS_MB: a browser above this memory is replaced after its job."""
     drain_timeout: float = 25.0
     """REPORTFARM_DRAIN_TIMEOUT: on SIGTERM, seconds to finish running jobs (fit it to the pod's
     terminationGracePeriodSeconds); what is left is made visible again at once."""
-    poll_max_s: float = 1.0
+    poll_max_s: float = common.setting(Var.POLL_MAX_S, 1.0, minimum=0.05)
     """REPORTFARM_POLL_MAX_S: longest pause between receives when the queue is empty."""
-    max_data_bytes: int = 16 * 2**20
-    """REPORTFARM_MAX_DATA_MB: largest template data (inline or payload blob) accepted."""
-    max_pdf_bytes: int = 100 * 2**20
+    max_data_bytes: int = common.setting(
+        Var.MAX_DATA_MB, contract.MAX_DATA_BYTES, unit=2**20, only_lower=True
+    )
+    """REPORTFARM_MAX_DATA_MB: largest template data (inline or payload blob) accepted; the
+    contract's limit (contract.MAX_DATA_BYTES) unless lowered, never above it."""
+    max_pdf_bytes: int = common.setting(Var.MAX_PDF_MB, 100 * 2**20, unit=2**20)
     """REPORTFARM_MAX_PDF_MB: largest PDF stored; a larger one fails the job permanently."""
-    chromium_path: str | None = None
+    chromium_path: str | None = common.setting(Var.CHROMIUM_PATH, None)
     """REPORTFARM_CHROMIUM_PATH: the Chromium binary.
 
     Default: Playwright's own browser if installed, else /usr/bin/chromium."""
-    allowed_hosts: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = common.setting(Var.ALLOWED_HOSTS, ())
     """REPORTFARM_ALLOWED_HOSTS: comma-separated hosts documents may load from (public IPs only)."""
     admin_token: str | None = None
     """REPORTFARM_ADMIN_TOKEN: if set, PUT /pool needs ``Authorization: Bearer <token>``."""
@@ -71,32 +83,14 @@ class RendererSettings:
     """REPORTFARM_WORKER_ID: names this worker in result records and logs (default: host name)."""
 
     @classmethod
-    def from_env(
-        cls, env: Mapping[str, str] | None = None, /, **overrides: object
-    ) -> RendererSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None, /, **overrides: object) -> Self:
         env = os.environ if env is None else env
-        mib = 2**20
-        values: dict[str, object] = dict(
-            storage=common.StorageSettings.from_env(env),
-            templates=Path(env.get("REPORTFARM_TEMPLATES") or "examples/templates"),
-            pool_size=common.env_int(env, "REPORTFARM_POOL_SIZE", default_pool_size(), minimum=0),
-            port=common.env_int(env, "REPORTFARM_PORT", 8080),
-            visibility_timeout=common.env_int(env, "REPORTFARM_VISIBILITY_TIMEOUT", 60, minimum=2),
-            max_dequeue_count=common.env_int(env, "REPORTFARM_MAX_DEQUEUE_COUNT", 5, minimum=1),
-            max_render_timeouts=common.env_int(env, "REPORTFARM_MAX_RENDER_TIMEOUTS", 2, minimum=1),
-            borrow_timeout=common.env_float(env, "REPORTFARM_BORROW_TIMEOUT", 30.0),
-            render_timeout=common.env_float(env, "REPORTFARM_RENDER_TIMEOUT", 30.0),
-            launch_timeout=common.env_float(env, "REPORTFARM_LAUNCH_TIMEOUT", 30.0),
-            recycle_after_jobs=common.env_int(env, "REPORTFARM_RECYCLE_AFTER_JOBS", 100, minimum=1),
-            recycle_rss_bytes=common.env_int(env, "REPORTFARM_RECYCLE_RSS_MB", 700) * mib,
-            drain_timeout=common.env_float(env, "REPORTFARM_DRAIN_TIMEOUT", 25.0),
-            poll_max_s=common.env_float(env, "REPORTFARM_POLL_MAX_S", 1.0, minimum=0.05),
-            max_data_bytes=common.env_int(env, "REPORTFARM_MAX_DATA_MB", 16) * mib,
-            max_pdf_bytes=common.env_int(env, "REPORTFARM_MAX_PDF_MB", 100) * mib,
-            chromium_path=env.get("REPORTFARM_CHROMIUM_PATH") or None,
-            allowed_hosts=common.env_list(env, "REPORTFARM_ALLOWED_HOSTS"),
-            admin_token=env.get("REPORTFARM_ADMIN_TOKEN") or None,
-            worker_id=env.get("REPORTFARM_WORKER_ID") or socket.gethostname(),
-        )
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        given = renderer_api.RendererEnvironment.parse(env)
+        told: dict[str, object] = {
+            field.name: getattr(given, field.name)
+            for field in dataclasses.fields(given)
+            if field.name in cls.__dataclass_fields__ and getattr(given, field.name) is not None
+        }
+        if given.templates:
+            told["templates"] = Path(given.templates)
+        return super().from_env(env, **(told | overrides))

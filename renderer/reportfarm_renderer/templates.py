@@ -54,6 +54,8 @@ import jinja2
 import jinja2.nodes
 import jinja2.sandbox
 
+from reportfarm import outcomes
+
 logger = logging.getLogger(__name__)
 
 TEMPLATE_SUFFIXES = (".html.j2", ".html")
@@ -68,12 +70,18 @@ _NAMES_HINT = "*.html, *.html.j2; partials _*.html"
 _MAX_EXPONENT = 1024
 
 
-class TemplateError(Exception):
+class TemplateError(outcomes.PermanentError):
     """A template problem: permanent, the same template and data fail the same way again."""
+
+    @property
+    def description(self) -> str:
+        return f"{type(self).__name__}: {self}"
 
 
 class TemplateLoadError(TemplateError):
     """The template folder cannot be loaded; the service must not start."""
+
+    default_kind = "templateloaderror"
 
     def __init__(self, file: str, reason: str, *, line: int | None = None) -> None:
         where = f"{file}, line {line}" if line is not None else file
@@ -86,6 +94,8 @@ class TemplateLoadError(TemplateError):
 class UnknownTemplateError(TemplateError):
     """A job names a template that the catalog does not have."""
 
+    default_kind = "unknowntemplateerror"
+
     def __init__(self, name: str, known: list[str]) -> None:
         super().__init__(f"unknown template {name!r}; known templates: {', '.join(known)}")
         self.name = name
@@ -94,6 +104,8 @@ class UnknownTemplateError(TemplateError):
 
 class TemplateRenderError(TemplateError):
     """The data breaks the template: a missing field, a wrong type, a sandbox violation, a bound."""
+
+    default_kind = "templaterendererror"
 
     def __init__(
         self, name: str, reason: str, *, file: str | None = None, line: int | None = None

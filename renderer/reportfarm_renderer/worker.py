@@ -52,14 +52,13 @@ class QueueWorker:
         self.pool = pool
         self.metrics = metrics
         self.visibility_timeout = visibility_timeout
-        self.poll_max_s = poll_max_s
         self.leases: dict[asyncio.Task[object], Lease] = {}
         self.queue_ready = False
         """False until a receive succeeds, and again after a failed one: /readyz reports it."""
         self.last_error: str | None = None
         self._stopping = asyncio.Event()
         self._room = asyncio.Event()
-        self._failures = 0
+        self._pacing = backoff.Pacing(poll_max_s=poll_max_s)
 
     @property
     def running(self) -> int:
@@ -74,7 +73,7 @@ class QueueWorker:
 
     async def run(self) -> None:
         keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
-        pause = 0.0
+        pause = 0.0  # the first receive goes at once
         try:
             while not self._stopping.is_set():
                 if pause:
@@ -87,8 +86,8 @@ class QueueWorker:
                     await self._wait_for_room()
                     continue
                 received = await self._receive(wanted)
+                pause = self._pacing.pause_s()
                 if received is None:  # storage error: back off and go on
-                    pause = backoff.compute_backoff(self._failures, factor=0.5, max_backoff=30)
                     continue
                 if self._stopping.is_set():  # drain began during this receive: hand them back
                     for lease in received:
@@ -96,7 +95,6 @@ class QueueWorker:
                     break
                 for lease in received:
                     self._start(lease)
-                pause = 0.0 if received else min(self.poll_max_s, max(0.05, pause * 2 or 0.05))
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -134,20 +132,20 @@ class QueueWorker:
                 self._start(lease)
             if not storage_errors.is_transient(error):
                 logger.exception("receiving from queue %s failed", queue.name)
-            self._failures += 1
+            failures = self._pacing.failed()
             self.queue_ready = False
             self.last_error = f"{type(error).__name__}: {error}"[:300]
             self.metrics.storage_errors.labels(operation="receive").inc()
             logger.warning(
                 "queue %s unreachable (%d in a row): %s",
                 queue.name,
-                self._failures,
+                failures,
                 self.last_error,
             )
             return None
-        if self._failures:
-            logger.info("queues reachable again after %d failures", self._failures)
-        self._failures, self.queue_ready, self.last_error = 0, True, None
+        if ended := self._pacing.received(len(leases)):
+            logger.info("queues reachable again after %d failures", ended)
+        self.queue_ready, self.last_error = True, None
         return leases
 
     def _start(self, lease: Lease) -> None:

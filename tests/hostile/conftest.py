@@ -29,7 +29,7 @@ from aiohttp import web
 from reportfarm_renderer import http, network, service
 from reportfarm_renderer.settings import RendererSettings
 
-from reportfarm import azurite, contract
+from reportfarm import azurite, contract, netpolicy
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 from reportfarm.storage.queueing import JobQueue
@@ -132,11 +132,11 @@ def _port(runner: web.AppRunner) -> int:
     raise RuntimeError("the server has no TCP address")
 
 
-async def lab_resolver(host: str, port: int) -> list[network.IPAddress]:
+async def lab_resolver(host: str, port: int) -> list[netpolicy.IPAddress]:
     """Real DNS, except one name that answers with loopback (a hostile DNS record)."""
     if host == LOOPBACK_NAME:
         return [ipaddress.ip_address("127.0.0.1")]
-    return await network.resolve_host(host, port)
+    return await netpolicy.resolve_host(host, port)
 
 
 _NetworkGuard = network.NetworkGuard
@@ -146,11 +146,12 @@ def lab_guard(**kwargs: Any) -> network.NetworkGuard:
     """The production guard, with two test hooks: the lab's 127.0.0.2 counts as public, and
     ``loopback.test`` resolves to 127.0.0.1. Everything else is decided as in production.
     (Installed as ``network.NetworkGuard`` while a renderer starts: see test_hostile_jobs.)"""
-    return _NetworkGuard(
-        **kwargs,
-        address_allowed=lambda a: str(a) == LAB_ADDRESS or network.is_public_address(a),
+    policy = dataclasses.replace(
+        kwargs.pop("policy"),
+        allowed_networks=netpolicy.parse_networks([LAB_ADDRESS]),
         resolver=lab_resolver,
     )
+    return _NetworkGuard(policy=policy, **kwargs)
 
 
 @dataclasses.dataclass

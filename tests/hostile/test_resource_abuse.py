@@ -149,7 +149,7 @@ async def test_megabytes_of_data_travel_as_a_payload_and_the_cap_refuses_them(
     assert record is not None and record.state == "failed", record
     assert record.error_kind == "permanent"
     reason = await abuse.poison_reason(job_id)
-    assert reason.startswith("payload is ") and f"over the limit of {MAX_DATA_BYTES}" in reason
+    assert reason.startswith("payload is ") and f"limit of {MAX_DATA_BYTES} bytes" in reason
     caught["4 MiB of data"] = f"data cap ({MAX_DATA_BYTES} bytes), before parsing"
     await abuse.serving()
 

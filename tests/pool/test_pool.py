@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from reportfarm_renderer import pool as pooling
 
-from reportfarm import contract
+from reportfarm import contract, outcomes
 
 OPTIONS = contract.PdfOptions()
 
@@ -169,7 +169,7 @@ async def test_borrow_times_out_when_every_worker_is_busy(farm: Farm) -> None:
         await wait_until(lambda: pool.busy == 1)
         with pytest.raises(pooling.BorrowTimeout) as caught:
             await pool.render("ok", OPTIONS)
-        assert caught.value.transient
+        assert isinstance(caught.value, outcomes.TemporaryError)
         farm.open("hold")
         await holder
         assert await pool.render("ok", OPTIONS)
@@ -207,7 +207,7 @@ async def test_a_failed_worker_is_closed_and_replaced(farm: Farm, events: Events
     async with make_pool(farm, events, size=2) as pool:
         with pytest.raises(pooling.WorkerCrashed) as caught:
             await pool.render("fail", OPTIONS)
-        assert caught.value.transient
+        assert isinstance(caught.value, outcomes.TemporaryError)
         assert isinstance(caught.value.__cause__, RuntimeError)
         await wait_until(lambda: pool.live == 2 and sum(w.closed for w in farm.workers) == 1)
         assert len(farm.workers) == 3
@@ -219,7 +219,7 @@ async def test_a_render_timeout_replaces_the_worker(farm: Farm, events: Events) 
     async with make_pool(farm, events, size=1, render_timeout=0.05) as pool:
         with pytest.raises(pooling.RenderTimeout) as caught:
             await pool.render("hang", OPTIONS)
-        assert not caught.value.transient
+        assert isinstance(caught.value, outcomes.TemporaryError)  # with its own limit
         assert await pool.render("ok", OPTIONS) == b"%PDF worker 2"
         assert farm.workers[0].closed
         assert events.named("worker_replaced") == [("render_timeout",)]
@@ -230,7 +230,7 @@ async def test_a_document_error_keeps_the_worker(farm: Farm, events: Events) -> 
     async with make_pool(farm, events, size=1) as pool:
         with pytest.raises(pooling.DocumentError) as caught:
             await pool.render("bad-document", OPTIONS)
-        assert not caught.value.transient
+        assert isinstance(caught.value, outcomes.PermanentError)
         assert await pool.render("ok", OPTIONS) == b"%PDF worker 1"
         assert not farm.workers[0].closed and events.named("worker_replaced") == []
         assert [args[1] for args in events.named("render_finished")] == [False, True]

@@ -17,8 +17,13 @@ from .conftest import pdf_text
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite, pytest.mark.slow]
 
-STRATEGIES = ("browser_per_job", "context_per_job", "reportfarm", "ceiling")
-RATIOS = ("reportfarm_over_context_per_job", "end_to_end_over_ceiling", "burst_p95_over_single")
+STRATEGIES = ("browser_per_job", "context_per_job", "reportfarm", "site_isolated", "ceiling")
+RATIOS = (
+    "reportfarm_over_context_per_job",
+    "end_to_end_over_ceiling",
+    "reportfarm_over_site_isolated",
+    "burst_p95_over_single",
+)
 
 
 def positive(value: object) -> bool:

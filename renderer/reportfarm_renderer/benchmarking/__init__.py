@@ -1,4 +1,5 @@
-"""The parts of ``reportfarm bench`` (the entry point is :mod:`reportfarm_renderer.bench`).
+"""The parts of ``reportfarm bench`` (the entry point is :mod:`reportfarm_renderer.bench`), and
+``reportfarm bench-lanes`` (:mod:`.lanes`: interactive latency idle vs beside a bulk batch).
 
 - :mod:`.documents`: the example reports, rendered to HTML once.
 - :mod:`.measuring`: the closed loop that drives a strategy, percentiles, PDF checks.

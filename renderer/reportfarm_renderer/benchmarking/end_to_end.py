@@ -29,10 +29,10 @@ import random
 import statistics
 from collections.abc import AsyncIterator, Sequence
 
-from reportfarm import azurite, contract
+from reportfarm import azurite, contract, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
+from reportfarm.quantiles import quantile
 from reportfarm.settings import StorageSettings
-from reportfarm.simulate.metrics import percentile
 from reportfarm_renderer import service
 from reportfarm_renderer.benchmarking import measuring
 from reportfarm_renderer.benchmarking.documents import Document
@@ -43,7 +43,7 @@ WAIT_TIMEOUT_S = 600.0
 WAIT_POLL_S = 1.0
 """How often the client looks for result records. Times come from the records, so a slow poll
 costs no accuracy, and it keeps the client's reads from taking CPU from the renderer."""
-STAGES = ("load_data", "render_html", "pdf_generation", "storage_upload")
+STAGES = ("load_data", "render_html", renderer_api.RENDER_STAGE, "storage_upload")
 
 
 class JobsFailed(RuntimeError):
@@ -84,7 +84,9 @@ class EndToEnd:
     def browser_utilization(self, pool_size: int) -> float:
         """The share of the throughput spans the browsers spent printing (``pdf_generation``,
         which includes any wait to borrow one): what the queue path leaves of the ceiling."""
-        printing = sum(r.stages_ms.get("pdf_generation", 0.0) for r in self.throughput) / 1000
+        printing = (
+            sum(r.stages_ms.get(renderer_api.RENDER_STAGE, 0.0) for r in self.throughput) / 1000
+        )
         spans = self.throughput_span_s * pool_size
         return printing / spans if spans > 0 else 0.0
 
@@ -93,18 +95,19 @@ class EndToEnd:
         loads = self.loads
         return {
             "pdf_per_s": round(self.pdf_per_s, 2),
-            "p50_ms": _ms(percentile(self.burst_s, 50)),
-            "p95_ms": _ms(percentile(self.burst_s, 95)),
+            "p50_ms": _ms(quantile(self.burst_s, 0.50) or 0.0),
+            "p95_ms": _ms(quantile(self.burst_s, 0.95) or 0.0),
             "single_ms": round(single_ms, 1),
             "single_samples_ms": [_ms(value) for value in self.single_s],
             "burst": phases.burst,
             "bursts": phases.bursts,
-            "single_queue_wait_p50_ms": _ms(percentile(self.single_queue_wait_s, 50)),
-            "queue_wait_p50_ms": _ms(percentile(self.burst_queue_wait_s, 50)),
+            "single_queue_wait_p50_ms": _ms(quantile(self.single_queue_wait_s, 0.50) or 0.0),
+            "queue_wait_p50_ms": _ms(quantile(self.burst_queue_wait_s, 0.50) or 0.0),
             "browser_utilization": round(self.browser_utilization(pool_size), 3),
             "stages_p50_ms": {
                 stage: _ms(
-                    percentile([r.stages_ms.get(stage, 0.0) / 1000 for r in self.throughput], 50)
+                    quantile([r.stages_ms.get(stage, 0.0) / 1000 for r in self.throughput], 0.50)
+                    or 0.0
                 )
                 for stage in STAGES
             },

@@ -16,7 +16,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from reportfarm.simulate.metrics import percentile
+from reportfarm.quantiles import quantile
 from reportfarm_renderer.benchmarking.documents import Document
 
 Job = Callable[[int, Document], Awaitable[bytes]]
@@ -57,8 +57,8 @@ class Run:
     def summary(self) -> dict[str, float | int | None]:
         return {
             "pdf_per_s": round(self.pdf_per_s, 2),
-            "p50_ms": round(percentile(self.latencies_s, 50) * 1000, 1),
-            "p95_ms": round(percentile(self.latencies_s, 95) * 1000, 1),
+            "p50_ms": round((quantile(self.latencies_s, 0.50) or 0.0) * 1000, 1),
+            "p95_ms": round((quantile(self.latencies_s, 0.95) or 0.0) * 1000, 1),
             "jobs": self.count,
             "pdfs": self.valid + self.invalid,
             "valid_pdfs": self.valid,

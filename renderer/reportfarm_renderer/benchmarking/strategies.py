@@ -1,4 +1,4 @@
-"""The four ways to print, each an async context manager that yields a :data:`Job`.
+"""The five ways to print, each an async context manager that yields a :data:`Job`.
 
 All of them use the same Chromium binary and launch flags (:data:`browser.BASE_ARGS`):
 
@@ -9,6 +9,9 @@ All of them use the same Chromium binary and launch flags (:data:`browser.BASE_A
   :meth:`~reportfarm_renderer.browser.ChromiumLauncher.new_worker` workers (warm page, reset,
   real network guard) with the production pool settings, and the template rendered per job
   (``render_html`` in a thread, as the job runner does).
+- ``site_isolated``: ``reportfarm`` with Chromium's default site isolation trials, which the farm
+  turns off (:data:`browser.STABILITY_ARGS`: with them, a ``data:`` subframe then an
+  ``<iframe srcdoc>`` kills the browser): the ratio of the two is what the fix costs.
 - ``ceiling``: one warm page per lane (JavaScript off, as our warm page) printing pre-rendered
   HTML: ``set_content`` and ``pdf`` and nothing else: no guard, no reset, no pool.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 
 from playwright.async_api import Browser, Page
@@ -94,9 +98,22 @@ async def context_per_job(lab: Lab, size: int) -> AsyncIterator[Job]:
 
 @contextlib.asynccontextmanager
 async def reportfarm(lab: Lab, size: int) -> AsyncIterator[Job]:
+    async with _our_pool(lab, size, factory=lab.launcher.new_worker) as job:
+        yield job
+
+
+@contextlib.asynccontextmanager
+async def site_isolated(lab: Lab, size: int) -> AsyncIterator[Job]:
+    factory = functools.partial(lab.launcher.new_worker, site_isolation_trials=True)
+    async with _our_pool(lab, size, factory=factory) as job:
+        yield job
+
+
+@contextlib.asynccontextmanager
+async def _our_pool(lab: Lab, size: int, *, factory: pooling.WorkerFactory) -> AsyncIterator[Job]:
     settings = lab.settings
     pool = pooling.BrowserPool(
-        lab.launcher.new_worker,
+        factory,
         size=size,
         borrow_timeout=settings.borrow_timeout,
         launch_timeout=settings.launch_timeout,
@@ -138,6 +155,7 @@ STRATEGIES: dict[str, tuple[Strategy, str]] = {
     "browser_per_job": (browser_per_job, "(a) a new browser per job"),
     "context_per_job": (context_per_job, "(b) reference: new context per job"),
     "reportfarm": (reportfarm, "(c) our pool: warm page, guard, template"),
+    "site_isolated": (site_isolated, "(c') our pool, site isolation trials on"),
     "ceiling": (ceiling, "(d) warm page printing HTML, nothing else"),
 }
 """Name: (strategy, what it is), in the order they run."""
