@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 
@@ -18,3 +19,33 @@ def compute_backoff(
     if not jitter:
         return ceiling
     return (rng or random).uniform(ceiling / 2, ceiling)
+
+
+@dataclasses.dataclass
+class Pacing:
+    """How a receive loop (the renderer's worker, the webhook dispatcher) waits between receives:
+    after failed ones, backoff (from 0.5 s, doubling to 30 s, jittered); after empty ones, an idle
+    pause doubling from 50 ms to ``poll_max_s``; after work, none."""
+
+    poll_max_s: float
+    """The longest idle pause: how late a message may be noticed on a quiet queue."""
+    failures: int = 0
+    """Failed receives in a row."""
+    idle_s: float = 0.0
+
+    def failed(self) -> int:
+        """Count a failed receive; return how many failed in a row."""
+        self.failures += 1
+        return self.failures
+
+    def received(self, count: int) -> int:
+        """Count a receive that gave ``count`` messages; return the failures it ends."""
+        ended, self.failures = self.failures, 0
+        self.idle_s = 0.0 if count else min(self.poll_max_s, max(0.05, self.idle_s * 2))
+        return ended
+
+    def pause_s(self) -> float:
+        """Seconds to wait before the next receive."""
+        if self.failures:
+            return compute_backoff(self.failures, factor=0.5, max_backoff=30.0)
+        return self.idle_s

@@ -9,25 +9,21 @@ A retry resubmits failed items under the same job ids, so their old failed recor
 renderer overwrites them. A :class:`~reportfarm.contract.BatchRetry` note says when the retry was
 sent and which items it covers; a listed item's record older than that note is stale, so the item
 counts as running again (see :func:`current_records`).
+
+The command line over these (``reportfarm submit --batch``, ``reportfarm batch ...``) is
+:mod:`reportfarm.batch_commands`, beside :mod:`reportfarm.submitting`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import io
 import json
-import statistics
-import sys
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from reportfarm import contract
-
-if TYPE_CHECKING:
-    from reportfarm.client import ReportFarmClient
+from reportfarm import contract, quantiles
 
 BatchState = Literal["RUNNING", "COMPLETED", "PARTIAL_FAILED", "FAILED"]
 
@@ -151,18 +147,10 @@ def summarize(
         running=running,
         retries=len(retries),
         failed_items=tuple(failed),
-        p50_s=quantile(times, 0.50),
-        p95_s=quantile(times, 0.95),
+        p50_s=quantiles.quantile(times, 0.50),
+        p95_s=quantiles.quantile(times, 0.95),
         tenant=manifest.tenant,
     )
-
-
-def quantile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
 def merge_pdfs(documents: Iterable[bytes]) -> bytes:
@@ -175,170 +163,3 @@ def merge_pdfs(documents: Iterable[bytes]) -> bytes:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
-
-
-# The command line: ``reportfarm submit --batch``, ``reportfarm batch status|retry|download``.
-# Rich, the client and the submit command's helpers are imported when a command runs (the client
-# imports this module for the state above).
-
-
-def submit_main(
-    *,
-    template: str,
-    data: Path,
-    batch_id: str | None,
-    callback_url: str | None,
-    wait: bool,
-    timeout: float,
-) -> int:
-    """Submit a JSONL as one batch; with ``wait``, a live bar and the final table."""
-    from reportfarm import submitting
-
-    try:
-        items = submitting.read_submissions(data, template=template)
-    except submitting.InputError as error:
-        submitting.console.print(f"[red]error:[/] {error}")
-        return 2
-
-    async def run() -> int:
-        async with _client() as client:
-            await client.ensure()
-            with submitting.progress() as bar:
-                task = bar.add_task("submitting", total=len(items))
-                submitted = await client.submit_batch(
-                    items,
-                    batch_id=batch_id,
-                    callback_url=callback_url,
-                    on_submitted=lambda _: bar.advance(task),
-                )
-            submitting.console.print(
-                f"batch {submitted.batch_id}: {submitted.count} item(s), {submitted.sent} sent"
-            )
-            print(submitted.batch_id)
-            if not wait:
-                return 0
-            status = await _watch(client, submitted.batch_id, timeout=timeout)
-        return _report(status)
-
-    try:
-        return asyncio.run(run())
-    except contract.ContractError as error:
-        submitting.console.print(f"[red]invalid batch:[/] {error}")
-        return 2
-
-
-def status_main(batch_id: str, *, as_json: bool, wait: bool, timeout: float) -> int:
-    async def run() -> BatchStatus | None:
-        async with _client() as client:
-            try:
-                if wait:
-                    return await _watch(client, batch_id, timeout=timeout)
-                return await client.batch_status(batch_id)
-            except KeyError:
-                return None
-
-    status = asyncio.run(run())
-    if status is None:
-        print(f"no batch {batch_id}", file=sys.stderr)
-        return 2
-    if as_json:
-        json.dump(status.to_dict(), sys.stdout)
-        print()
-        return 0 if status.state == "COMPLETED" else 1
-    return _report(status)
-
-
-def retry_main(batch_id: str, *, wait: bool, timeout: float) -> int:
-    async def run() -> int:
-        async with _client() as client:
-            try:
-                retried = await client.retry_batch(batch_id)
-            except KeyError:
-                print(f"no batch {batch_id}", file=sys.stderr)
-                return 2
-            print(f"retried {len(retried)} failed item(s) of batch {batch_id}", file=sys.stderr)
-            if not wait or not retried:
-                return 0
-            return _report(await _watch(client, batch_id, timeout=timeout))
-
-    return asyncio.run(run())
-
-
-def download_main(batch_id: str, *, out: Path, merge: bool) -> int:
-    """Each succeeded item as ``OUT/<job id>.pdf``, or with ``merge`` one ``OUT/<batch>.pdf``."""
-    from reportfarm import submitting
-
-    async def run() -> int:
-        async with _client() as client:
-            try:
-                pdfs = await client.batch_pdfs(batch_id)
-            except KeyError:
-                print(f"no batch {batch_id}", file=sys.stderr)
-                return 2
-        out.mkdir(parents=True, exist_ok=True)
-        if merge:
-            target = out / f"{batch_id}.pdf"
-            target.write_bytes(await asyncio.to_thread(merge_pdfs, [pdf for _, pdf in pdfs]))
-            submitting.console.print(f"{len(pdfs)} item(s) merged into {target}")
-            return 0
-        with submitting.progress() as bar:
-            task = bar.add_task("writing", total=len(pdfs))
-            for index, pdf in pdfs:
-                name = contract.batch_item_job_id(batch_id, index)
-                (out / f"{name}.pdf").write_bytes(pdf)
-                bar.advance(task)
-        submitting.console.print(f"{len(pdfs)} PDF(s) in {out}/")
-        return 0
-
-    return asyncio.run(run())
-
-
-def _client() -> ReportFarmClient:
-    from reportfarm import submitting
-
-    return submitting._client()
-
-
-async def _watch(client: ReportFarmClient, batch_id: str, *, timeout: float) -> BatchStatus:
-    """Wait for the batch with a live bar of final items."""
-    from reportfarm import submitting
-
-    with submitting.progress() as bar:
-        task = bar.add_task("rendering", total=None)
-
-        def show(status: BatchStatus) -> None:
-            bar.update(task, total=status.total, completed=status.succeeded + status.failed)
-
-        return await client.wait_batch(batch_id, timeout_s=timeout, on_status=show)
-
-
-def _report(status: BatchStatus) -> int:
-    """The final table (done, failed, running, p50/p95) and the failed items with reasons; the
-    exit status is 0 only for COMPLETED."""
-    from rich.table import Table
-
-    from reportfarm import submitting
-
-    table = Table(title=f"batch {status.batch_id}: {status.state}")
-    for column in ("items", "done", "failed", "running", "retries", "p50 s", "p95 s"):
-        table.add_column(column, justify="right")
-    table.add_row(
-        str(status.total),
-        str(status.succeeded),
-        str(status.failed),
-        str(status.running),
-        str(status.retries),
-        f"{status.p50_s:.2f}" if status.p50_s is not None else "-",
-        f"{status.p95_s:.2f}" if status.p95_s is not None else "-",
-    )
-    submitting.console.print(table)
-    if status.failed_items:
-        errors = Table(title="failed items")
-        for column in ("item", "job id", "attempts", "reason"):
-            errors.add_column(column)
-        for item in status.failed_items[:20]:
-            errors.add_row(str(item.index), item.job_id, str(item.attempts), item.error[:200])
-        if len(status.failed_items) > 20:
-            errors.caption = f"and {len(status.failed_items) - 20} more (--json lists all)"
-        submitting.console.print(errors)
-    return 0 if status.state == "COMPLETED" else 1

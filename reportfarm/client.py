@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from reportfarm import batches, contract
+from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
 
@@ -45,16 +46,23 @@ class Submission:
 
 class ReportFarmClient:
     def __init__(
-        self, connection_string: str, *, queue: str = "reports", container: str = "reports"
+        self,
+        account: accounts.Account | str,
+        *,
+        queue: str = "reports",
+        container: str = "reports",
     ) -> None:
+        """``account``: a storage account (reportfarm.storage.accounts) or a connection string;
+        :meth:`close` closes the credential the account owns."""
+        self.account = accounts.of(account)
         self.queues = {
-            lane: JobQueue(connection_string, contract.lane_queue_name(queue, lane))
+            lane: JobQueue(self.account, contract.lane_queue_name(queue, lane))
             for lane in contract.LANES
         }
         self.queue = self.queues["bulk"]
         """The farm's own queue: the bulk lane, and the only one of a farm without lanes."""
-        self.blobs = BlobStore(connection_string, container)
-        self.events = JobQueue(connection_string, contract.events_queue_name(queue))
+        self.blobs = BlobStore(self.account, container)
+        self.events = JobQueue(self.account, contract.events_queue_name(queue))
         """Job and batch completion events, consumed by the webhook dispatcher."""
         self._record_cache: dict[str, contract.ResultRecord] = {}
 
@@ -69,6 +77,7 @@ class ReportFarmClient:
             await lane_queue.close()
         await self.events.close()
         await self.blobs.close()
+        await self.account.close()
 
     async def ensure(self) -> None:
         """Create the lanes' queues, the events queue, their poison queues and the container."""
@@ -107,6 +116,7 @@ class ReportFarmClient:
         if not contract.fits_inline(job):
             name = contract.payload_blob(job.job_id)
             payload = json.dumps(job.data, ensure_ascii=False).encode("utf-8")
+            contract.check_data_size(len(payload), what=f"the data of job {job.job_id}")
             await self.blobs.put(name, payload, content_type="application/json")
             job = dataclasses.replace(job, data=None, data_blob=name)
         await self.queues[job.lane or "bulk"].send(contract.encode_message(job))

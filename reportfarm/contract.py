@@ -8,9 +8,16 @@ queue trigger expects, and safe for any character). Decoding also accepts raw JS
 message put on the queue by hand with the portal or another SDK is still understood.
 
 Blob names, inside the farm's container:
-- ``pdf/<job id>.pdf``         the default output (a job may name another blob);
+- ``pdf/<job id>.pdf``         the default output;
+- ``pdf/<job id>/<name>``      an output the job names itself (``output_blob``), in its own folder;
 - ``results/<job id>.json``    the job's one result record (overwritten on redelivery);
 - ``payloads/<job id>.json``   the data of a job too large to travel inline (claim-check).
+
+A job reads only its own payload and writes only under its own names: anyone who can write to the
+queue could otherwise point ``data_blob`` at another job's payload, or ``output_blob`` at another
+job's result, PDF, a batch manifest or a gateway note. :meth:`Job.validate` refuses both (the
+client before sending, the renderer when decoding: poisoned with the reason), and the renderer
+checks again with :func:`owns_blob` before it reads or writes.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, NewType
 
+from reportfarm import margins, outcomes
+
 JobId = NewType("JobId", str)
 
 SCHEMA_VERSION = 1
@@ -31,18 +40,35 @@ MAX_QUEUE_MESSAGE_BYTES = 64 * 1024
 """Azure Queue's limit on one message, as stored (that is, after base64)."""
 INLINE_DATA_LIMIT = 48 * 1024 - 2048
 """Largest JSON job sent inline: base64 of it stays below the queue's 64 KiB, with room."""
+MAX_DATA_BYTES = 16 * 2**20
+"""The farm's one size limit: the largest request body the gateway reads (413 past it, before
+buffering), the largest job data (JSON, UTF-8) the client sends and the renderer loads. Settings
+may lower it (REPORTFARM_GATEWAY_MAX_BODY_MB, REPORTFARM_MAX_DATA_MB), never raise it."""
+
+
+def check_data_size(size: int, *, what: str = "job data", limit: int = MAX_DATA_BYTES) -> None:
+    """Raise ContractError when ``size`` bytes are past the limit (the same words everywhere)."""
+    if size > limit:
+        raise ContractError(
+            f"{what} is {size} bytes, over the farm's limit of {limit} bytes "
+            f"({limit / 2**20:g} MiB)"
+        )
+
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
-_BLOB_RE = re.compile(r"^(?!/)(?!.*\.\.)[^\\\x00-\x1f]{1,1000}\Z")
+_OUTPUT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\Z")
+OUTPUT_NAME_MAX = 100
 _LENGTH_RE = re.compile(r"^\d+(\.\d+)?(px|in|cm|mm)?\Z")
 PAPER_FORMATS = frozenset(
     {"Letter", "Legal", "Tabloid", "Ledger", "A0", "A1", "A2", "A3", "A4", "A5", "A6"}
 )
 
 
-class ContractError(ValueError):
+class ContractError(outcomes.PermanentError, ValueError):
     """A message or a job that breaks the contract. Permanent: retrying will not help."""
+
+    default_kind = "contract"
 
 
 _OPTIONAL_TEXT = (str, type(None))
@@ -107,6 +133,24 @@ def default_output_blob(job_id: str) -> str:
     return f"pdf/{job_id}.pdf"
 
 
+def named_output_blob(job_id: str, name: str) -> str:
+    """An output the job names itself: ``pdf/<job id>/<name>``, in the job's own folder."""
+    return f"pdf/{job_id}/{name}"
+
+
+def owns_blob(job_id: str, blob: str, *, kind: Literal["output", "payload"]) -> bool:
+    """Whether a job may write this output (``pdf/<job id>.pdf`` or ``pdf/<job id>/<name>``,
+    name: 1-100 of [A-Za-z0-9._-], no empty or dot-only segments) or read this payload
+    (exactly ``payloads/<job id>.json``)."""
+    if kind == "payload":
+        return blob == payload_blob(job_id)
+    if blob == default_output_blob(job_id):
+        return True
+    folder = named_output_blob(job_id, "")
+    name = blob[len(folder) :] if blob.startswith(folder) else ""
+    return len(name) <= OUTPUT_NAME_MAX and _OUTPUT_NAME_RE.match(name) is not None
+
+
 def result_blob(job_id: str) -> str:
     return f"results/{job_id}.json"
 
@@ -169,6 +213,12 @@ class PdfOptions:
         for name in ("header_template", "footer_template"):
             if len(getattr(self, name)) > 16 * 1024:
                 raise ContractError(f"pdf.{name} is longer than 16 KiB")
+            found = margins.external_references(getattr(self, name))
+            if found:
+                raise ContractError(
+                    f"pdf.{name} references {found[0][:200]!r}: header and footer templates "
+                    "may only use inline data: resources"
+                )
 
     def playwright_kwargs(self) -> dict[str, Any]:
         """The keyword arguments for Playwright's ``page.pdf()``."""
@@ -207,7 +257,8 @@ class Job:
     data_blob: str | None = None
     """Claim-check: the blob (in the farm's container) holding the data as JSON."""
     output_blob: str | None = None
-    """Where the PDF goes; default ``pdf/<job id>.pdf``."""
+    """Where the PDF goes: ``pdf/<job id>.pdf`` (the default) or ``pdf/<job id>/<name>``
+    (see named_output_blob); any other name is refused."""
     pdf: PdfOptions = dataclasses.field(default_factory=PdfOptions)
     batch_id: str | None = None
     item_index: int | None = None
@@ -236,10 +287,22 @@ class Job:
             raise ContractError("a job carries exactly one of 'data' and 'data_blob'")
         if self.data is not None and not isinstance(self.data, Mapping):
             raise ContractError("'data' must be a JSON object")
-        for name in ("data_blob", "output_blob"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not _BLOB_RE.match(value)):
-                raise ContractError(f"{name} {value!r} is not a valid blob name")
+        if self.data_blob is not None and not owns_blob(
+            self.job_id, self.data_blob, kind="payload"
+        ):
+            raise ContractError(
+                f"data_blob {self.data_blob!r} is not this job's payload "
+                f"({payload_blob(self.job_id)!r}): a job reads only its own payload"
+            )
+        if self.output_blob is not None and not owns_blob(
+            self.job_id, self.output_blob, kind="output"
+        ):
+            raise ContractError(
+                f"output_blob {self.output_blob!r} is outside this job's names "
+                f"({default_output_blob(self.job_id)!r} or "
+                f"{named_output_blob(self.job_id, '<name>')!r}, name 1-{OUTPUT_NAME_MAX} of "
+                "[A-Za-z0-9._-]): a job writes only its own outputs"
+            )
         if (self.batch_id is None) != (self.item_index is None):
             raise ContractError("batch_id and item_index go together")
         if self.batch_id is not None and not _ID_RE.match(str(self.batch_id)):

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from azure.core import exceptions as azure_errors
 from azure.storage.blob import ContentSettings
-from azure.storage.blob.aio import BlobServiceClient
 
 from reportfarm import contract
-from reportfarm.storage import retry
+from reportfarm.storage import accounts
 
 
 class BlobStore:
     """One container of the farm's storage account."""
 
-    def __init__(self, connection_string: str, container: str) -> None:
+    def __init__(self, account: accounts.Account | str, container: str) -> None:
         self.container_name = container
-        self._service = BlobServiceClient.from_connection_string(
-            connection_string, **retry.SDK_OPTIONS
-        )
+        self._service = accounts.of(account).blob_service()
         self._container = self._service.get_container_client(container)
 
     async def __aenter__(self) -> BlobStore:

@@ -7,10 +7,9 @@ import logging
 from datetime import datetime
 
 from azure.core import exceptions as azure_errors
-from azure.storage.queue.aio import QueueClient
 
 from reportfarm import contract
-from reportfarm.storage import retry
+from reportfarm.storage import accounts
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +29,13 @@ class Delivery:
 
 
 class JobQueue:
-    """A queue and its poison queue, sharing one connection string."""
+    """A queue and its poison queue, in one storage account (or connection string)."""
 
-    def __init__(self, connection_string: str, name: str) -> None:
+    def __init__(self, account: accounts.Account | str, name: str) -> None:
         self.name = name
         self.poison_name = contract.poison_queue_name(name)
-        self._queue = _client(connection_string, name)
-        self._poison = _client(connection_string, self.poison_name)
+        self._queue = accounts.of(account).queue_client(name)
+        self._poison = accounts.of(account).queue_client(self.poison_name)
 
     async def __aenter__(self) -> JobQueue:
         return self
@@ -132,7 +131,3 @@ class JobQueue:
     async def peek_poison(self, *, max_messages: int = 32) -> list[str]:
         messages = await self._poison.peek_messages(max_messages=max_messages)
         return [str(message.content) for message in messages]
-
-
-def _client(connection_string: str, name: str) -> QueueClient:
-    return QueueClient.from_connection_string(connection_string, name, **retry.SDK_OPTIONS)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reportfarm import contract
+from reportfarm import contract, margins
 
 
 def job(**fields: object) -> contract.Job:
@@ -74,7 +74,7 @@ def test_raw_json_text_is_accepted_too() -> None:
         ),
         pytest.param(
             b'{"job_id": "j", "template": "t", "data": {}, "output_blob": "../x"}',
-            "blob name",
+            "outside this job's names",
             id="blob",
         ),
         pytest.param(
@@ -162,3 +162,107 @@ def test_arbitrary_json_objects_are_accepted_or_refused_cleanly(body: dict[str, 
 def test_valid_jobs_round_trip(data: dict[str, str]) -> None:
     original = job(data=data)
     assert contract.decode_message(contract.encode_message(original)) == original
+
+
+# -- a job reads only its own payload and writes only its own outputs ------------------------------
+
+VICTIM = "victim"
+
+
+@pytest.mark.parametrize(
+    "output_blob",
+    [
+        pytest.param(contract.result_blob(VICTIM), id="victim-result"),
+        pytest.param(contract.default_output_blob(VICTIM), id="victim-pdf"),
+        pytest.param(contract.named_output_blob(VICTIM, "a.pdf"), id="victim-named-pdf"),
+        pytest.param(contract.payload_blob(VICTIM), id="victim-payload"),
+        pytest.param(contract.batch_manifest_blob("b"), id="batch-manifest"),
+        pytest.param(contract.job_note_blob(VICTIM), id="gateway-note"),
+        pytest.param(contract.poison_original_blob("m"), id="poison-original"),
+        pytest.param("webhooks/victim/1.json", id="webhook-log"),
+        pytest.param("pdf/attacker/../victim.pdf", id="dot-dot"),
+        pytest.param("pdf/attacker/", id="empty-name"),
+        pytest.param("pdf/attacker/a/b.pdf", id="sub-folder"),
+        pytest.param("pdf/attacker/.hidden", id="dot-name"),
+        pytest.param("pdf/attacker.pdf/x", id="default-as-folder"),
+        pytest.param("report.pdf", id="anywhere"),
+    ],
+)
+def test_an_output_outside_the_jobs_own_names_is_refused(output_blob: str) -> None:
+    job = contract.Job(
+        job_id=contract.JobId("attacker"), template="t", data={}, output_blob=output_blob
+    )
+    with pytest.raises(contract.ContractError, match="a job writes only its own outputs"):
+        contract.encode_message(job)
+    raw = json.dumps(
+        {"job_id": "attacker", "template": "t", "data": {}, "output_blob": output_blob}
+    )
+    with pytest.raises(contract.ContractError, match="a job writes only its own outputs"):
+        contract.decode_message(raw)
+
+
+@pytest.mark.parametrize(
+    "data_blob",
+    [
+        contract.payload_blob(VICTIM),
+        contract.result_blob("attacker"),
+        "payloads/attacker.json.bak",
+        "payloads/../payloads/attacker.json",
+    ],
+)
+def test_a_payload_other_than_the_jobs_own_is_refused(data_blob: str) -> None:
+    raw = json.dumps({"job_id": "attacker", "template": "t", "data_blob": data_blob})
+    with pytest.raises(contract.ContractError, match="a job reads only its own payload"):
+        contract.decode_message(raw)
+
+
+def test_a_job_names_its_own_outputs_and_payload() -> None:
+    for output in (None, "pdf/attacker.pdf", "pdf/attacker/q3.report.pdf"):
+        job = contract.Job(
+            job_id=contract.JobId("attacker"),
+            template="t",
+            data_blob=contract.payload_blob("attacker"),
+            output_blob=output,
+        )
+        assert contract.decode_message(contract.encode_message(job)) == job
+    assert contract.named_output_blob("attacker", "q3.pdf") == "pdf/attacker/q3.pdf"
+
+
+# -- header and footer templates use inline resources only ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "found"),
+    [
+        pytest.param('<span class="pageNumber"></span>', [], id="page-number"),
+        pytest.param('<img src="data:image/png;base64,AA">', [], id="data-image"),
+        pytest.param("<style>@import 'data:text/css,p{}';</style>", [], id="data-import"),
+        pytest.param('<a href="#top">top</a>', [], id="fragment"),
+        pytest.param("<style>/* url(http://x/a) */ p {}</style>", [], id="css-comment"),
+        pytest.param(
+            '<link rel="stylesheet" href="http://x/a.css">', ["http://x/a.css"], id="link"
+        ),
+        pytest.param('<img src="//x/a.png">', ["//x/a.png"], id="scheme-relative"),
+        pytest.param('<img srcset="a.png 1x, data:x 2x">', ["a.png 1x"], id="srcset"),
+        pytest.param('<p style="background: u\\72l(http://x/b)">', ["http://x/b"], id="escape"),
+        pytest.param("<style>@import 'http://x/c.css';</style>", ["http://x/c.css"], id="import"),
+        pytest.param('<svg><image xlink:href="http://x/d"/></svg>', ["http://x/d"], id="svg"),
+        pytest.param('<iframe srcdoc="&lt;img src=http://x/e&gt;">', ["http://x/e"], id="srcdoc"),
+        pytest.param("<base href=http://x/>", ["<base>", "http://x/"], id="base"),
+        pytest.param(
+            '<meta http-equiv="refresh" content="0;url=http://x/">',
+            ["<meta http-equiv=refresh>"],
+            id="refresh",
+        ),
+    ],
+)
+def test_margin_templates_may_only_reference_inline_resources(
+    template: str, found: list[str]
+) -> None:
+    assert margins.external_references(template) == found
+    options = contract.PdfOptions(display_header_footer=True, footer_template=template)
+    if found:
+        with pytest.raises(contract.ContractError, match="may only use inline data: resources"):
+            options.validate()
+    else:
+        options.validate()

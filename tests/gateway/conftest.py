@@ -10,13 +10,13 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+from reportfarm_gateway import app as gateway_app
+from reportfarm_gateway.settings import GatewaySettings
+from reportfarm_gateway.webhooks.settings import WebhookSettings
 from reportfarm_renderer import service
 
 from reportfarm import netpolicy
-from reportfarm.gateway import app as gateway_app
-from reportfarm.gateway.settings import GatewaySettings
 from reportfarm.settings import StorageSettings
-from reportfarm.webhooks.settings import WebhookSettings
 
 from ..renderer.conftest import client, renderer_settings, storage, template_dir  # noqa: F401
 

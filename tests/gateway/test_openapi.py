@@ -13,10 +13,10 @@ import requests
 import schemathesis
 from aiohttp import web
 from hypothesis import HealthCheck, settings
+from reportfarm_gateway import app as gateway_app
+from reportfarm_gateway import openapi
 
 from reportfarm import azurite
-from reportfarm.gateway import app as gateway_app
-from reportfarm.gateway import openapi
 
 from .conftest import auth, gateway_settings
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from reportfarm_gateway import quotas
 
-from reportfarm.gateway import quotas
 from reportfarm.settings import StorageSettings
 
 from .conftest import auth, gateway_settings, running_gateway

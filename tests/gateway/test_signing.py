@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from reportfarm_gateway.webhooks import signing
 
 from reportfarm import netpolicy
-from reportfarm.webhooks import signing
 
 BODY = b'{"job_id":"j1","state":"succeeded"}'
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from reportfarm_gateway.webhooks import delivering, signing
+from reportfarm_gateway.webhooks.settings import WebhookSettings
 
 from reportfarm import netpolicy
 from reportfarm.client import ReportFarmClient
 from reportfarm.settings import StorageSettings
-from reportfarm.webhooks import delivering, signing
-from reportfarm.webhooks.settings import WebhookSettings
 
 from ..renderer.conftest import wait_for
 from .conftest import SECRET, auth, farm, gateway_settings, running_gateway

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from reportfarm import contract
+from reportfarm_gateway import bodies
+
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _BATCH_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 _TEMPLATE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
@@ -33,6 +36,12 @@ def _json(schema: dict[str, Any], description: str, **headers: str) -> dict[str,
 
 def _error(description: str, **headers: str) -> dict[str, Any]:
     return _json(_ref("Error"), description, **headers)
+
+
+_TOO_LARGE = (
+    f"The body is over the farm's limit of {contract.MAX_DATA_BYTES // 2**20} MiB (or the "
+    "gateway's lower setting); a Content-Length past it is refused before the body is read."
+)
 
 
 def _bad_request(description: str) -> dict[str, Any]:
@@ -235,9 +244,17 @@ def _report_paths() -> dict[str, Any]:
                         Location="The status URL.",
                         **{"Retry-After": "Seconds."},
                     ),
-                    "400": _bad_request("Not a valid report request."),
+                    "400": _bad_request(
+                        "Not a valid report request (strict JSON: no NaN or Infinity, "
+                        f"nesting at most {bodies.MAX_DEPTH} deep)."
+                    ),
+                    "413": _error(_TOO_LARGE),
                     "422": _json(_ref("ReportStatus"), "The job failed within wait_s."),
-                    "503": _error("The interactive lane is full.", **{"Retry-After": "Seconds."}),
+                    "503": _error(
+                        "The interactive lane is full, or the gateway is reading too many "
+                        "large bodies.",
+                        **{"Retry-After": "Seconds."},
+                    ),
                     **_COMMON_ERRORS,
                 },
             }
@@ -323,10 +340,16 @@ def _batch_paths() -> dict[str, Any]:
                         "Accepted: every item is queued.",
                         Location="The batch's status URL.",
                     ),
-                    "400": _bad_request("Not a valid batch."),
+                    "400": _bad_request(
+                        "Not a valid batch (strict JSON: no NaN or Infinity, nesting at most "
+                        f"{bodies.MAX_DEPTH} deep)."
+                    ),
                     "409": _error("The batch id is taken by other items."),
-                    "413": _error("Too many items."),
-                    "503": _error("The bulk lane is full.", **{"Retry-After": "Seconds."}),
+                    "413": _error(f"Too many items, or {_TOO_LARGE[0].lower()}{_TOO_LARGE[1:]}"),
+                    "503": _error(
+                        "The bulk lane is full, or the gateway is reading too many large bodies.",
+                        **{"Retry-After": "Seconds."},
+                    ),
                     **_COMMON_ERRORS,
                 },
             }

@@ -12,18 +12,31 @@ Batch items are reports too, under their job ids (``<batch id>-<index:06d>``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
+import math
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from reportfarm import batches, contract, netpolicy
 from reportfarm.client import ReportFarmClient, Submission
-from reportfarm.gateway.context import CLIENT, METRICS, SETTINGS, TENANT, backpressure, problem
+from reportfarm_gateway import bodies
+from reportfarm_gateway.context import (
+    BODIES,
+    CLIENT,
+    METRICS,
+    SETTINGS,
+    TENANT,
+    backpressure,
+    problem,
+    refused,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +52,6 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/v1/reports", post_report)
     router.add_get("/v1/reports/{job_id}", get_report)
     router.add_get("/v1/reports/{job_id}/pdf", get_report_pdf)
-
-
-async def read_json(request: web.Request) -> Any:
-    try:
-        return json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError) as error:
-        raise BadRequest(f"the body is not JSON: {error}") from None
 
 
 async def check_callback(request: web.Request, url: object, tenant: str) -> str | None:
@@ -99,10 +105,11 @@ def _job_id(tenant: str, key: str | None) -> str | None:
     return f"k{digest[:39]}"
 
 
-async def read_report(request: web.Request) -> tuple[Submission, float]:
-    """The request as a submission on the interactive lane, and its wait; or BadRequest."""
+def read_report(request: web.Request, raw: bytes) -> tuple[Submission, float, object]:
+    """The request as a submission on the interactive lane, its wait and its callback URL (still
+    to check); or BadRequest (BodyError for a body that is not strict JSON)."""
     tenant = request[TENANT]
-    body = await read_json(request)
+    body = bodies.parse(raw)
     if not isinstance(body, dict):
         raise BadRequest("the body is a JSON object")
     unknown = sorted(set(body) - _REPORT_FIELDS)
@@ -112,7 +119,11 @@ async def read_report(request: web.Request) -> tuple[Submission, float]:
     if nulls:
         raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls)}")
     wait_s = body.get("wait_s", request.app[SETTINGS].default_wait_s)
-    if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or wait_s < 0:
+    if (
+        isinstance(wait_s, bool)
+        or not isinstance(wait_s, int | float)
+        or not 0 <= wait_s < math.inf
+    ):
         raise BadRequest("wait_s must be a number of seconds, 0 or more")
     if not isinstance(body.get("data"), dict):
         raise BadRequest("data must be a JSON object")
@@ -128,24 +139,47 @@ async def read_report(request: web.Request) -> tuple[Submission, float]:
         pdf=pdf_options(body.get("pdf")),
         tenant=tenant,
         lane="interactive",
-        callback_url=await check_callback(request, body.get("callback_url"), tenant),
     )
-    return submission, float(wait_s)
+    return submission, float(wait_s), body.get("callback_url")
 
 
-async def post_report(request: web.Request) -> web.Response:
+async def post_report(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     client = request.app[CLIENT]
     try:
-        submission, wait_s = await read_report(request)
-        job = client.build_job(submission)
+        async with bodies.received(
+            request, request.app[BODIES], limit=settings.max_body_bytes
+        ) as raw:
+            accepted = await _accept(request, raw)
+    except bodies.BodyError as error:
+        return refused(error)
+    if isinstance(accepted, web.StreamResponse):
+        return accepted
+    job_id, wait_s = accepted  # the body and its data are gone: only the wait is left
+    wait = min(wait_s, settings.max_wait_s)
+    record = await await_record(
+        client, job_id, wait_s=wait, poll_s=settings.poll_s, gone=lambda: _gone(request)
+    )
+    if _gone(request):  # nobody to answer: end now, which frees the tenant's in-flight slot
+        request.app[METRICS].sync.labels(outcome="abandoned").inc()
+        return web.Response(status=CLIENT_GONE)  # never sent; counted in the request metrics
+    return await _answer(request, job_id, record)
+
+
+async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.StreamResponse:
+    """Parse, check and send the job: (its id, the wait asked for), or the error answer."""
+    client = request.app[CLIENT]
+    try:
+        submission, wait_s, callback_url = read_report(request, raw)
+        callback = await check_callback(request, callback_url, request[TENANT])
+        job = client.build_job(dataclasses.replace(submission, callback_url=callback))
     except BadRequest as error:
         return problem(400, str(error))
     except contract.ContractError as error:
         return problem(400, f"invalid job: {error}")
-    refused = await backpressure(request, "interactive")
-    if refused is not None:
-        return refused
+    answer = await backpressure(request, "interactive")
+    if answer is not None:
+        return answer
     known = submission.job_id is not None and await client.blobs.exists(
         contract.job_note_blob(job.job_id)
     )
@@ -160,37 +194,64 @@ async def post_report(request: web.Request) -> web.Response:
         if isinstance(noted, BaseException):
             logger.warning("could not note job %s: %s", job.job_id, noted)
         request.app[METRICS].jobs.labels(lane="interactive").inc()
-    wait = min(wait_s, settings.max_wait_s)
-    record = await await_record(client, job.job_id, wait_s=wait, poll_s=settings.poll_s)
+    return job.job_id, wait_s
+
+
+def _gone(request: web.Request) -> bool:
+    """Whether the client has closed its connection (aiohttp drops the transport then)."""
+    return request.transport is None or request.transport.is_closing()
+
+
+async def _answer(
+    request: web.Request, job_id: str, record: contract.ResultRecord | None
+) -> web.Response:
     if record is not None and record.state == "succeeded":
         request.app[METRICS].sync.labels(outcome="pdf").inc()
         return await _pdf(request, record)
     if record is not None:
         request.app[METRICS].sync.labels(outcome="failed").inc()
-        return web.json_response(status_body(job.job_id, record), status=422)
+        return web.json_response(status_body(job_id, record), status=422)
     request.app[METRICS].sync.labels(outcome="accepted").inc()
-    location = f"/v1/reports/{job.job_id}"
+    location = f"/v1/reports/{job_id}"
     return web.json_response(
-        status_body(job.job_id, None),
+        status_body(job_id, None),
         status=202,
         headers={"Location": location, "Retry-After": "1"},
     )
 
 
+CLIENT_GONE = 499
+"""The status a request whose client left while it waited is counted under (as nginx does)."""
+_GONE_CHECK_S = 0.05
+"""How often a waiting request looks whether its client is still there (no I/O: a flag)."""
+
+
 async def await_record(
-    client: ReportFarmClient, job_id: str, *, wait_s: float, poll_s: float
+    client: ReportFarmClient,
+    job_id: str,
+    *,
+    wait_s: float,
+    poll_s: float,
+    gone: Callable[[], bool] = lambda: False,
 ) -> contract.ResultRecord | None:
     """Look for the job's record until ``wait_s`` passed: first after ``poll_s``, then less and
-    less often (up to 4x), so many waiting requests do not flood the blob store."""
+    less often (up to 4x), so many waiting requests do not flood the blob store. Stops (None)
+    as soon as ``gone()`` says the client has left."""
+    if not math.isfinite(wait_s):
+        raise ValueError(f"wait_s {wait_s} is not a finite number of seconds")
     deadline = time.monotonic() + wait_s
     pause = poll_s
-    while True:
+    while not gone():
         record = await client.result(job_id)
         left = deadline - time.monotonic()
         if record is not None or left <= 0:
             return record
-        await asyncio.sleep(min(pause, left))
+        until = time.monotonic() + min(pause, left)
+        # aiohttp signals no event when a client leaves: look at its flag every 50 ms.
+        while (rest := until - time.monotonic()) > 0 and not gone():  # noqa: ASYNC110
+            await asyncio.sleep(min(rest, _GONE_CHECK_S))
         pause = min(pause * 1.5, poll_s * 4)
+    return None
 
 
 async def _note(client: ReportFarmClient, job: contract.Job) -> None:

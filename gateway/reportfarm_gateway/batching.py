@@ -12,15 +12,24 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from aiohttp import web
 
 from reportfarm import batches, contract
 from reportfarm.client import BatchConflict, Submission
-from reportfarm.gateway.context import CLIENT, METRICS, SETTINGS, TENANT, backpressure, problem
-from reportfarm.gateway.reports import BadRequest, check_callback, pdf_options
+from reportfarm_gateway import bodies
+from reportfarm_gateway.context import (
+    BODIES,
+    CLIENT,
+    METRICS,
+    SETTINGS,
+    TENANT,
+    backpressure,
+    problem,
+    refused,
+)
+from reportfarm_gateway.reports import BadRequest, check_callback, pdf_options
 
 _ITEM_FIELDS = frozenset({"template", "data", "pdf"})
 _JSONL_TYPES = frozenset({"application/x-ndjson", "application/jsonl", "application/jsonlines"})
@@ -34,15 +43,16 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/v1/batches/{batch_id}/pdf", get_batch_pdf)
 
 
-async def read_items(request: web.Request) -> list[Any]:
-    raw = await request.read()
-    try:
-        text = raw.decode("utf-8")
-        if request.content_type in _JSONL_TYPES:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        items = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise BadRequest(f"the body is not JSON or JSONL: {error}") from None
+def read_items(request: web.Request, raw: bytes) -> list[Any]:
+    """The items of a JSON array or JSONL body (strict JSON, see gateway.bodies)."""
+    if request.content_type in _JSONL_TYPES:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise BadRequest(f"the body is not UTF-8 text: {error}") from None
+        lines = [(number, line) for number, line in enumerate(text.splitlines(), 1)]
+        return [bodies.parse(line, what=f"line {n}") for n, line in lines if line.strip()]
+    items = bodies.parse(raw)
     if not isinstance(items, list):
         raise BadRequest("the body is a JSON array of items (or JSONL, one item a line)")
     return items
@@ -77,6 +87,16 @@ def _flag(value: str | None) -> bool:
 
 
 async def post_batch(request: web.Request) -> web.Response:
+    """The body is read, parsed and sent while its share of the body budget is held."""
+    budget, limit = request.app[BODIES], request.app[SETTINGS].max_body_bytes
+    try:
+        async with bodies.received(request, budget, limit=limit) as raw:
+            return await _post_batch(request, raw)
+    except bodies.BodyError as error:
+        return refused(error)
+
+
+async def _post_batch(request: web.Request, raw: bytes) -> web.Response:
     tenant = request[TENANT]
     settings = request.app[SETTINGS]
     client = request.app[CLIENT]
@@ -85,7 +105,7 @@ async def post_batch(request: web.Request) -> web.Response:
         batch_id = query.get("batch_id")
         if batch_id is not None:
             contract.validate_batch_id(batch_id)
-        raw_items = await read_items(request)
+        raw_items = read_items(request, raw)
         if not raw_items:
             raise BadRequest("a batch has at least one item")
         if len(raw_items) > settings.max_batch_items:
@@ -105,9 +125,9 @@ async def post_batch(request: web.Request) -> web.Response:
         return problem(400, str(error))
     except contract.ContractError as error:
         return problem(400, str(error))
-    refused = await backpressure(request, "bulk")
-    if refused is not None:
-        return refused
+    answer = await backpressure(request, "bulk")
+    if answer is not None:
+        return answer
     try:
         submitted = await client.submit_batch(
             items,
@@ -167,9 +187,9 @@ async def retry_batch(request: web.Request) -> web.Response:
     manifest = await _owned_manifest(request)
     if manifest is None:
         return _not_found(request)
-    refused = await backpressure(request, "bulk")
-    if refused is not None:
-        return refused
+    answer = await backpressure(request, "bulk")
+    if answer is not None:
+        return answer
     retried = await request.app[CLIENT].retry_batch(manifest.batch_id)
     request.app[METRICS].jobs.labels(lane="bulk").inc(len(retried))
     location = f"/v1/batches/{manifest.batch_id}"

@@ -18,7 +18,7 @@ import aiohttp
 
 from reportfarm import contract, netpolicy
 from reportfarm.storage.blobs import BlobStore
-from reportfarm.webhooks import signing
+from reportfarm_gateway.webhooks import signing
 
 logger = logging.getLogger(__name__)
 

@@ -8,5 +8,5 @@
 - :mod:`.quotas`: per-tenant token bucket and in-flight cap (429); :mod:`.backpressure`: the
   cached queue depth (503).
 - :mod:`.openapi`: the OpenAPI 3 document served at ``/openapi.json``.
-- :mod:`.bench`: ``reportfarm bench-lanes``, interactive latency idle vs beside a bulk batch.
+- :mod:`.webhooks`: the webhook dispatcher: signed job and batch completion POSTs, at least once.
 """

@@ -32,8 +32,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from reportfarm import backoff, batches, contract
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage.queueing import Delivery
-from reportfarm.webhooks import delivering
-from reportfarm.webhooks.settings import WebhookSettings
+from reportfarm_gateway.webhooks import delivering
+from reportfarm_gateway.webhooks.settings import WebhookSettings
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Dispatcher:
     async def run(self) -> None:
         """Receive events until stopped; each runs as a task, at most ``concurrency`` at once."""
         self._session = self.settings.policy.session(timeout_s=self.settings.timeout_s)
-        idle, failures = 0.0, 0
+        pacing = backoff.Pacing(poll_max_s=self.settings.poll_max_s)
         try:
             while not self._stopping.is_set():
                 room = self.settings.concurrency - len(self._tasks)
@@ -100,19 +100,19 @@ class Dispatcher:
                         max_messages=room, visibility_timeout=self.settings.visibility_s
                     )
                 except Exception as error:
-                    failures += 1
                     self.ready = False
+                    failures = pacing.failed()
                     logger.warning("events queue unreachable (%d in a row): %s", failures, error)
-                    await self._pause(backoff.compute_backoff(failures, factor=0.5, max_backoff=30))
+                    await self._pause(pacing.pause_s())
                     continue
-                failures, self.ready = 0, True
+                pacing.received(len(received))
+                self.ready = True
                 for delivery in received:
                     task = asyncio.create_task(self._handle(delivery))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                idle = 0.0 if received else min(self.settings.poll_max_s, max(0.05, idle * 2))
-                if idle:
-                    await self._pause(idle)
+                if pause := pacing.pause_s():
+                    await self._pause(pause)
         finally:
             await self._finish()
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from reportfarm.client import ReportFarmClient
-from reportfarm.gateway.backpressure import QueueDepths
-from reportfarm.gateway.metrics import GatewayMetrics
-from reportfarm.gateway.quotas import TenantQuotas
-from reportfarm.gateway.settings import GatewaySettings
-from reportfarm.webhooks.dispatching import Dispatcher
+from reportfarm_gateway.backpressure import QueueDepths
+from reportfarm_gateway.bodies import BodyBudget, BodyError
+from reportfarm_gateway.metrics import GatewayMetrics
+from reportfarm_gateway.quotas import TenantQuotas
+from reportfarm_gateway.settings import GatewaySettings
+from reportfarm_gateway.webhooks.dispatching import Dispatcher
 
 SETTINGS = web.AppKey("settings", GatewaySettings)
 METRICS = web.AppKey("metrics", GatewayMetrics)
@@ -18,6 +19,8 @@ CLIENT = web.AppKey("client", ReportFarmClient)
 """Set by the storage cleanup context: present only while the app runs."""
 DEPTHS = web.AppKey("depths", QueueDepths)
 DISPATCHER = web.AppKey("dispatcher", Dispatcher)
+BODIES = web.AppKey("bodies", BodyBudget)
+"""The budget of request bodies read and processed at once (see gateway.bodies)."""
 TENANT = web.RequestKey("tenant", str)
 """The authenticated tenant of a /v1 request."""
 
@@ -28,6 +31,11 @@ def problem(
     """An error answer: ``{"error": <detail>, ...}``, with Retry-After when given."""
     headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
     return web.json_response({"error": detail, **extra}, status=status, headers=headers)
+
+
+def refused(error: BodyError) -> web.Response:
+    """The answer to a body the gateway refuses (400, 413 or 503)."""
+    return problem(error.status, str(error), retry_after=error.retry_after)
 
 
 async def backpressure(request: web.Request, lane: str) -> web.Response | None:

@@ -20,10 +20,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from reportfarm import settings as common
 from reportfarm.client import ReportFarmClient
-from reportfarm.gateway import batching, openapi, reports
-from reportfarm.gateway.backpressure import QueueDepths
-from reportfarm.gateway.context import (
+from reportfarm.storage import accounts
+from reportfarm_gateway import batching, openapi, reports
+from reportfarm_gateway.backpressure import QueueDepths
+from reportfarm_gateway.bodies import BodyBudget
+from reportfarm_gateway.context import (
+    BODIES,
     CLIENT,
     DEPTHS,
     DISPATCHER,
@@ -33,10 +37,10 @@ from reportfarm.gateway.context import (
     TENANT,
     problem,
 )
-from reportfarm.gateway.metrics import GatewayMetrics
-from reportfarm.gateway.quotas import TenantQuotas
-from reportfarm.gateway.settings import GatewaySettings
-from reportfarm.webhooks.dispatching import Dispatcher
+from reportfarm_gateway.metrics import GatewayMetrics
+from reportfarm_gateway.quotas import TenantQuotas
+from reportfarm_gateway.settings import GatewaySettings
+from reportfarm_gateway.webhooks.dispatching import Dispatcher
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +48,16 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def create_app(settings: GatewaySettings) -> web.Application:
-    if settings.storage.connection_string is None:
-        raise ValueError("the gateway needs AZURE_STORAGE_CONNECTION_STRING")
+    if not settings.storage.configured:
+        raise ValueError(
+            f"the gateway needs {common.CONNECTION_STRING_VAR} or {common.ACCOUNT_URL_VAR}"
+        )
     app = web.Application(
         client_max_size=settings.max_body_bytes, middlewares=[_observe, _authorize]
     )
     app[SETTINGS] = settings
     app[METRICS] = GatewayMetrics()
+    app[BODIES] = BodyBudget(limit_bytes=settings.body_budget_bytes, wait_s=settings.body_wait_s)
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
@@ -68,10 +75,9 @@ def create_app(settings: GatewaySettings) -> web.Application:
 
 async def _storage(app: web.Application) -> AsyncIterator[None]:
     storage = app[SETTINGS].storage
-    assert storage.connection_string is not None
-    client = ReportFarmClient(
-        storage.connection_string, queue=storage.queue, container=storage.container
-    )
+    account = accounts.from_settings(storage)
+    logger.info("storage: signed in with a %s", account.signed_in_with)
+    client = ReportFarmClient(account, queue=storage.queue, container=storage.container)
     try:
         await client.ensure()
     except Exception as error:  # unreachable storage at start: /readyz says so until it is back
@@ -205,8 +211,14 @@ def main(*, port: int | None) -> int:
     if not settings.tokens:
         logger.error("REPORTFARM_TOKENS is empty: no tenant could call the gateway")
         return 2
-    if settings.storage.connection_string is None:
-        logger.error("AZURE_STORAGE_CONNECTION_STRING is not set")
+    if not settings.storage.configured:
+        logger.error(
+            "neither %s nor %s is set", common.CONNECTION_STRING_VAR, common.ACCOUNT_URL_VAR
+        )
         return 2
-    asyncio.run(serve(settings))
+    try:
+        asyncio.run(serve(settings))
+    except common.SettingsError as error:  # e.g. an account URL whose blob endpoint is unknown
+        logger.error("start-up failed: %s", error)
+        return 2
     return 0

@@ -1,0 +1,72 @@
+"""The gateway's settings, from ``REPORTFARM_*`` environment variables (one object, no globals)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from reportfarm import contract
+from reportfarm import settings as common
+from reportfarm_gateway.webhooks.settings import WebhookSettings, env_pairs
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GatewaySettings(common.FromEnv):
+    storage: common.StorageSettings
+    """Queue, container and connection string (see reportfarm.settings.StorageSettings)."""
+    tokens: Mapping[str, str] = common.setting("REPORTFARM_TOKENS", {}, parse=env_pairs)
+    """REPORTFARM_TOKENS: ``tenant=token,tenant2=token2``; each tenant's bearer token."""
+    port: int = common.setting("REPORTFARM_GATEWAY_PORT", 8000)
+    """REPORTFARM_GATEWAY_PORT (or ``--port``): the HTTP port."""
+    rate_per_s: float = common.setting("REPORTFARM_GATEWAY_RATE", 20.0, minimum=0.01)
+    """REPORTFARM_GATEWAY_RATE: requests per second each tenant may make on /v1 (token bucket)."""
+    burst: int = common.setting("REPORTFARM_GATEWAY_BURST", 40, minimum=1)
+    """REPORTFARM_GATEWAY_BURST: the bucket's size: requests a tenant may make at once."""
+    in_flight: int = common.setting("REPORTFARM_GATEWAY_IN_FLIGHT", 32, minimum=1)
+    """REPORTFARM_GATEWAY_IN_FLIGHT: a tenant's requests being answered at once (sync waits
+    count for their whole wait)."""
+    max_interactive_depth: int = common.setting(
+        "REPORTFARM_GATEWAY_MAX_INTERACTIVE_DEPTH", 1_000, minimum=1
+    )
+    """REPORTFARM_GATEWAY_MAX_INTERACTIVE_DEPTH: interactive lane depth past which new reports
+    get 503 + Retry-After."""
+    max_bulk_depth: int = common.setting("REPORTFARM_GATEWAY_MAX_BULK_DEPTH", 200_000, minimum=1)
+    """REPORTFARM_GATEWAY_MAX_BULK_DEPTH: bulk lane depth past which batches and retries get 503."""
+    depth_cache_s: float = 1.0
+    """How long a read queue depth is reused (depth is never read per request)."""
+    backpressure_retry_s: int = common.setting(
+        "REPORTFARM_GATEWAY_BACKPRESSURE_RETRY_S", 5, minimum=1
+    )
+    """REPORTFARM_GATEWAY_BACKPRESSURE_RETRY_S: the Retry-After of a 503."""
+    default_wait_s: float = 30.0
+    """POST /v1/reports without ``wait_s`` waits this long."""
+    max_wait_s: float = common.setting("REPORTFARM_GATEWAY_MAX_WAIT_S", 120.0)
+    """REPORTFARM_GATEWAY_MAX_WAIT_S: the longest ``wait_s`` honoured."""
+    poll_s: float = 0.1
+    """When a waiting request first looks for its result record; then less and less often, up
+    to 4x this (see reports.await_record)."""
+    max_batch_items: int = common.setting("REPORTFARM_GATEWAY_MAX_BATCH_ITEMS", 10_000, minimum=1)
+    """REPORTFARM_GATEWAY_MAX_BATCH_ITEMS: items in one POST /v1/batches."""
+    max_body_bytes: int = common.setting(
+        "REPORTFARM_GATEWAY_MAX_BODY_MB",
+        contract.MAX_DATA_BYTES,
+        minimum=1,
+        unit=2**20,
+        only_lower=True,
+    )
+    """REPORTFARM_GATEWAY_MAX_BODY_MB: the largest request body (413 past it, before it is read);
+    the contract's one limit (contract.MAX_DATA_BYTES) unless lowered, never above it."""
+    body_budget_bytes: int = common.setting(
+        "REPORTFARM_GATEWAY_BODY_BUDGET_MB", 2 * contract.MAX_DATA_BYTES, minimum=1, unit=2**20
+    )
+    """REPORTFARM_GATEWAY_BODY_BUDGET_MB: request bodies read and processed at once, in bytes; a
+    request that does not fit waits (its body unread) up to body_wait_s, then gets 503. This
+    bounds the gateway's memory under concurrent large requests (see gateway.bodies)."""
+    body_wait_s: float = common.setting("REPORTFARM_GATEWAY_BODY_WAIT_S", 30.0)
+    """REPORTFARM_GATEWAY_BODY_WAIT_S: how long a request waits for room in the body budget."""
+    max_merge_items: int = common.setting("REPORTFARM_GATEWAY_MAX_MERGE_ITEMS", 2_000)
+    """REPORTFARM_GATEWAY_MAX_MERGE_ITEMS: the largest batch merged into one PDF."""
+    dispatcher: bool = common.setting("REPORTFARM_GATEWAY_DISPATCHER", True)
+    """REPORTFARM_GATEWAY_DISPATCHER=0 runs the gateway without the webhook dispatcher."""
+    webhooks: WebhookSettings = dataclasses.field(default_factory=WebhookSettings)
+    """The dispatcher's and the callback check's settings (REPORTFARM_WEBHOOK_*)."""

@@ -1,0 +1,156 @@
+"""The renderer's control surface, as one contract (``contract.py`` is the job's; this is the
+renderer's): what the operator sets and the renderer reads, where the renderer listens, how its
+pool is resized, and the metrics the scaling loop reads.
+
+- The environment: :class:`RendererEnvironment`, which the operator builds (a pod's ``env``) and
+  the renderer parses (``RendererSettings.from_env``). Every variable the renderer reads is named
+  here (:class:`Var`) or, for the storage account and the log format that all services share, in
+  ``reportfarm.settings`` and ``reportfarm.logs``.
+- HTTP: :data:`PORT`; ``GET`` :data:`HEALTHZ_PATH`, :data:`READYZ_PATH`, :data:`METRICS_PATH`;
+  ``PUT`` :data:`POOL_PATH` with :func:`pool_body` (read back by :func:`parse_pool_body`).
+- Metrics the operator reads: :data:`POOL_SIZE_METRIC`, :data:`POOL_BUSY_METRIC` and the
+  :data:`RENDER_STAGE` series of :data:`STAGE_SECONDS_METRIC` (and :data:`JOBS_METRIC`, which
+  ``reportfarm status --watch`` reads).
+
+Both sides import this module; neither spells these names itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+
+from reportfarm import logs
+from reportfarm import settings as common
+
+PORT = 8080
+"""The renderer's HTTP port (for /healthz, /readyz, /metrics and /pool) unless ``Var.PORT``."""
+HEALTHZ_PATH = "/healthz"
+READYZ_PATH = "/readyz"
+METRICS_PATH = "/metrics"
+POOL_PATH = "/pool"
+MAX_POOL_SIZE = 64
+"""The largest size ``PUT /pool`` accepts."""
+
+POOL_SIZE_METRIC = "reportfarm_pool_size"
+"""Gauge: browsers the pool is asked to hold."""
+POOL_BUSY_METRIC = "reportfarm_pool_busy"
+"""Gauge: browsers rendering a job now."""
+STAGE_SECONDS_METRIC = "reportfarm_stage_duration_seconds"
+"""Histogram of each job stage's duration, label ``stage``."""
+RENDER_STAGE = "pdf_generation"
+"""The stage whose mean duration is the render time the policy sizes from."""
+JOBS_METRIC = "reportfarm_jobs"
+"""Counter of jobs ended, label ``outcome``; ``reportfarm status --watch`` reads it."""
+
+
+class Var:
+    """The renderer's own environment variables."""
+
+    TEMPLATES = "REPORTFARM_TEMPLATES"
+    POOL_SIZE = "REPORTFARM_POOL_SIZE"
+    PORT = "REPORTFARM_PORT"
+    VISIBILITY_TIMEOUT = "REPORTFARM_VISIBILITY_TIMEOUT"
+    MAX_DEQUEUE_COUNT = "REPORTFARM_MAX_DEQUEUE_COUNT"
+    MAX_RENDER_TIMEOUTS = "REPORTFARM_MAX_RENDER_TIMEOUTS"
+    BORROW_TIMEOUT = "REPORTFARM_BORROW_TIMEOUT"
+    RENDER_TIMEOUT = "REPORTFARM_RENDER_TIMEOUT"
+    LAUNCH_TIMEOUT = "REPORTFARM_LAUNCH_TIMEOUT"
+    RECYCLE_AFTER_JOBS = "REPORTFARM_RECYCLE_AFTER_JOBS"
+    RECYCLE_RSS_MB = "REPORTFARM_RECYCLE_RSS_MB"
+    DRAIN_TIMEOUT = "REPORTFARM_DRAIN_TIMEOUT"
+    POLL_MAX_S = "REPORTFARM_POLL_MAX_S"
+    MAX_DATA_MB = "REPORTFARM_MAX_DATA_MB"
+    MAX_PDF_MB = "REPORTFARM_MAX_PDF_MB"
+    CHROMIUM_PATH = "REPORTFARM_CHROMIUM_PATH"
+    ALLOWED_HOSTS = "REPORTFARM_ALLOWED_HOSTS"
+    ADMIN_TOKEN = "REPORTFARM_ADMIN_TOKEN"
+    WORKER_ID = "REPORTFARM_WORKER_ID"
+    HOME = "HOME"
+    XDG_CACHE_HOME = "XDG_CACHE_HOME"
+
+
+@dataclasses.dataclass(frozen=True)
+class FromSecret:
+    """A value the pod reads from a Secret's key (never written into the manifest)."""
+
+    name: str
+    key: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FromPodField:
+    """A value the pod reads from its own object (``metadata.name``)."""
+
+    path: str
+
+
+Value = str | FromSecret | FromPodField
+"""A variable's value in a manifest; a running renderer sees the plain string."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RendererEnvironment:
+    """What the operator tells a renderer, in the order a pod's ``env`` lists it; None: unset
+    (the renderer's default). Field order is the manifest's: changing it rolls every pod."""
+
+    connection_string: Value | None = common.setting(
+        common.CONNECTION_STRING_VAR, None, secret=True
+    )
+    """The storage account's connection string (a Secret); wins over ``account_url``."""
+    account_url: str | None = common.setting(common.ACCOUNT_URL_VAR, None)
+    """The queue endpoint, signed in with DefaultAzureCredential (workload identity)."""
+    blob_url: str | None = common.setting(common.BLOB_URL_VAR, None)
+    """The blob endpoint with ``account_url`` (default: derived from it)."""
+    queue: str | None = common.setting(common.QUEUE_VAR, None)
+    """The job queue (its lanes and poison queues are named after it)."""
+    container: str | None = common.setting(common.CONTAINER_VAR, None)
+    """The blob container for PDFs, result records and payloads."""
+    pool_size: int | None = common.setting(Var.POOL_SIZE, None)
+    """Browsers at start; the operator resizes running pods through ``PUT /pool``."""
+    templates: str | None = common.setting(Var.TEMPLATES, None)
+    """The folder of templates (the mounted ConfigMap)."""
+    visibility_timeout: int | None = common.setting(Var.VISIBILITY_TIMEOUT, None, minimum=2)
+    """Seconds a received job stays invisible unless extended."""
+    drain_timeout: float | None = common.setting(Var.DRAIN_TIMEOUT, None)
+    """Seconds to finish running jobs after SIGTERM (inside the grace period)."""
+    port: int | None = common.setting(Var.PORT, None)
+    """The HTTP port (:data:`PORT` unless set)."""
+    log_format: str | None = common.setting(logs.FORMAT_VAR, None)
+    """``json`` in a container."""
+    home: str | None = common.setting(Var.HOME, None)
+    """HOME: Chromium's profile (the root filesystem is read-only in a pod)."""
+    xdg_cache_home: str | None = common.setting(Var.XDG_CACHE_HOME, None)
+    """XDG_CACHE_HOME: fontconfig's cache."""
+    worker_id: Value | None = common.setting(Var.WORKER_ID, None)
+    """Names the worker in result records and logs (the pod's name)."""
+    admin_token: Value | None = common.setting(Var.ADMIN_TOKEN, None, secret=True)
+    """The bearer token ``PUT /pool`` requires (a Secret)."""
+
+    def variables(self) -> Iterator[tuple[str, Value]]:
+        """(name, value) of every variable set, in field order."""
+        for field in dataclasses.fields(self):
+            value, var = getattr(self, field.name), common.variable(field)
+            if value is not None and var is not None:
+                yield var.name, value if isinstance(value, Value) else str(value)
+
+    @classmethod
+    def parse(cls, env: Mapping[str, str]) -> RendererEnvironment:
+        """The variables as a running renderer sees them (plain strings), typed and checked;
+        SettingsError names the variable that cannot be used."""
+        return common.from_env(cls, env)
+
+
+def pool_body(size: int) -> dict[str, int]:
+    """The JSON body of ``PUT /pool``."""
+    return {"size": size}
+
+
+def parse_pool_body(body: object) -> int:
+    """The size in a ``PUT /pool`` body; ValueError says what is wrong."""
+    if not isinstance(body, dict) or "size" not in body:
+        raise ValueError('body must be {"size": N}')
+    size = body["size"]
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_POOL_SIZE:
+        raise ValueError(f"size must be a whole number from 0 to {MAX_POOL_SIZE}")
+    return size
