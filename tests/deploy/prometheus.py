@@ -43,13 +43,20 @@ GRAFANA_VARIABLES = {
 
 
 class PrometheusServer:
-    """``with PrometheusServer({"renderer": ["127.0.0.1:8080"]}, labels=...) as prom: ...``"""
+    """``with PrometheusServer({"renderer": ["127.0.0.1:8080"]}, labels=...) as prom: ...``
+
+    ``scrape_configs`` adds configs as written (service discovery, relabelings)."""
 
     def __init__(
-        self, targets: Mapping[str, list[str]], *, labels: Mapping[str, str] | None = None
+        self,
+        targets: Mapping[str, list[str]],
+        *,
+        labels: Mapping[str, str] | None = None,
+        scrape_configs: list[dict[str, Any]] | None = None,
     ) -> None:
         self.targets = targets
         self.labels = dict(labels or {})
+        self.scrape_configs = list(scrape_configs or [])
         self.port = azurite.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._dir = Path(tempfile.mkdtemp(prefix="reportfarm-prometheus-"))
@@ -71,7 +78,8 @@ class PrometheusServer:
                     "static_configs": [{"targets": list(targets), "labels": self.labels}],
                 }
                 for job, targets in self.targets.items()
-            ],
+            ]
+            + self.scrape_configs,
         }
         (self._dir / "prometheus.yml").write_text(yaml.safe_dump(config))
         log = (self._dir / "prometheus.log").open("wb")

@@ -146,10 +146,10 @@ def test_operator_deployment_is_one_locked_down_replica(helm: Path) -> None:
     assert security["capabilities"]["drop"] == ["ALL"]
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": 8081, "health": 8080}
+    assert ports == {"metrics": 8081, "health": 8082}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["REPORTFARM_OPERATOR_METRICS_PORT"] == "8081"
-    assert env["REPORTFARM_OPERATOR_HEALTH_PORT"] == "8080"
+    assert env["REPORTFARM_OPERATOR_HEALTH_PORT"] == "8082"
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     selector = spec["selector"]["matchLabels"]
@@ -369,3 +369,122 @@ def test_sync_script_check_mode_agrees() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+# --- the gateway -----------------------------------------------------------------------------
+
+GATEWAY_ON = ["gateway.enabled=true", "gateway.tokensSecretRef.name=tenant-tokens"]
+
+
+def test_gateway_is_off_by_default(helm: Path) -> None:
+    docs = render(helm)
+    assert not [d for d in docs if "gateway" in d["metadata"]["name"]]
+
+
+def test_gateway_without_tokens_is_refused_clearly(helm: Path) -> None:
+    args = ["template", "rf", str(CHART), "--kube-version", KUBE_VERSION]
+    done = run_helm(helm, *args, "--set", "gateway.enabled=true")
+    assert done.returncode != 0
+    assert "gateway.tokensSecretRef.name is required" in done.stderr, done.stderr
+
+
+def test_gateway_lints_clean_with_its_ingress(helm: Path) -> None:
+    args = ["lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION]
+    for item in [*GATEWAY_ON, "gateway.ingress.enabled=true", "gateway.ingress.host=pdf.example"]:
+        args += ["--set", item]
+    done = run_helm(helm, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_gateway_deployment_reads_tokens_and_storage_from_secrets(helm: Path) -> None:
+    docs = render(helm, *GATEWAY_ON, "gateway.webhookSecretsRef.name=hooks")
+    gateway = [d for d in docs if d["metadata"]["name"] == "rf-reportfarm-gateway"]
+    assert sorted(d["kind"] for d in gateway) == ["Deployment", "Service"]
+    deployment = next(d for d in gateway if d["kind"] == "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = spec["containers"]
+    assert container["command"] == ["reportfarm", "gateway"]
+    assert container["image"].startswith("ghcr.io/reportfarm/gateway:")
+    env = {e["name"]: e for e in container["env"]}
+    secret = {
+        name: env[name]["valueFrom"]["secretKeyRef"] for name in env if "valueFrom" in env[name]
+    }
+    assert secret == {
+        "AZURE_STORAGE_CONNECTION_STRING": {
+            "name": "reportfarm-storage",
+            "key": "connection-string",
+        },
+        "REPORTFARM_TOKENS": {"name": "tenant-tokens", "key": "tokens"},
+        "REPORTFARM_WEBHOOK_SECRETS": {"name": "hooks", "key": "secrets"},
+    }
+    assert env["REPORTFARM_QUEUE"]["value"] == "reports"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["automountServiceAccountToken"] is False
+    # Longer than the longest synchronous wait it honours (REPORTFARM_GATEWAY_MAX_WAIT_S, 120 s).
+    assert spec["terminationGracePeriodSeconds"] > 120
+    service = next(d for d in gateway if d["kind"] == "Service")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == selector
+    assert selector["app.kubernetes.io/component"] == "gateway"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= labels.items()
+
+
+def test_gateway_signs_in_with_workload_identity_when_given_an_account_url(helm: Path) -> None:
+    url = "https://acct.queue.core.windows.net"
+    docs = render(helm, *GATEWAY_ON, f"gateway.accountUrl={url}", "gateway.serviceAccountName=gw")
+    deployment = next(
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("gateway")
+    )
+    template = deployment["spec"]["template"]
+    env = {item["name"]: item for item in template["spec"]["containers"][0]["env"]}
+    assert env["AZURE_STORAGE_ACCOUNT_URL"]["value"] == url
+    assert "AZURE_STORAGE_CONNECTION_STRING" not in env  # no key anywhere
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    assert template["spec"]["serviceAccountName"] == "gw"
+
+
+def test_gateway_ingress_routes_to_its_service(helm: Path) -> None:
+    docs = render(
+        helm,
+        *GATEWAY_ON,
+        "gateway.ingress.enabled=true",
+        "gateway.ingress.host=pdf.example",
+        "gateway.ingress.tlsSecretName=pdf-tls",
+        "gateway.ingress.className=nginx",
+    )
+    ingress = one(docs, "Ingress")
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["tls"] == [{"secretName": "pdf-tls", "hosts": ["pdf.example"]}]
+    (rule,) = ingress["spec"]["rules"]
+    assert rule["host"] == "pdf.example"
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "rf-reportfarm-gateway", "port": {"name": "http"}}
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        pytest.param("gateway.replicas=2", "replicas", id="unknown-key"),
+        pytest.param("gateway.image.pullPolicy=Sometimes", "must be one of", id="pull-policy"),
+        pytest.param("gateway.queue=Bad_Queue", "pattern", id="bad-queue-name"),
+        pytest.param("gateway.service.type=Nope", "must be one of", id="service-type"),
+    ],
+)
+def test_gateway_schema_rejects(helm: Path, item: str, message: str) -> None:
+    args = ["template", "rf", str(CHART), "--kube-version", KUBE_VERSION, "--set", item]
+    done = run_helm(helm, *args)
+    assert done.returncode != 0
+    assert "schema" in done.stderr and message in done.stderr, done.stderr
+
+
+def test_gateway_schema_and_values_name_the_same_options() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["gateway"]
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["gateway"]
+    assert set(schema["properties"]) == set(values)
+    for section in ("image", "service", "ingress", "connectionSecretRef", "tokensSecretRef"):
+        assert set(schema["properties"][section]["properties"]) == set(values[section]), section

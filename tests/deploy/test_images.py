@@ -27,9 +27,20 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 RENDERER = ROOT / "Dockerfile.renderer"
 OPERATOR = ROOT / "Dockerfile.operator"
-IMAGES = [pytest.param(RENDERER, id="renderer"), pytest.param(OPERATOR, id="operator")]
-EXPECTED = {RENDERER: ("worker", "renderer"), OPERATOR: ("operator", "operator")}
-"""Dockerfile -> (CLI subcommand of its ENTRYPOINT, the pyproject extra it installs)."""
+GATEWAY = ROOT / "Dockerfile.gateway"
+IMAGES = [
+    pytest.param(RENDERER, id="renderer"),
+    pytest.param(OPERATOR, id="operator"),
+    pytest.param(GATEWAY, id="gateway"),
+]
+EXPECTED = {
+    RENDERER: ("worker", "renderer"),
+    OPERATOR: ("operator", "operator"),
+    GATEWAY: ("gateway", ""),
+}
+"""Dockerfile -> (CLI subcommand of its ENTRYPOINT, the pyproject extra it installs; "": none)."""
+WITHOUT = {"operator": ("playwright",), "": ("playwright", "kopf", "kubernetes")}
+"""What an image's extra does not install, so its entry point must not import it."""
 
 
 def hadolint() -> Path:
@@ -106,8 +117,9 @@ def test_entrypoint_runs_a_cli_subcommand_whose_modules_import(dockerfile: Path)
     assert PYPROJECT["project"]["scripts"]["reportfarm"] == "reportfarm.cli:main"
     imports = _cli_imports().get(command)
     assert imports, f"reportfarm.cli.main has no `{command}` branch importing its module"
-    # The operator's image has no Playwright: importing it there must not be needed.
-    block = "import sys; sys.modules['playwright'] = None\n" if extra == "operator" else ""
+    # The operator's image has no Playwright, the gateway's neither nor Kubernetes' client:
+    # importing them there must not be needed.
+    block = "".join(f"import sys; sys.modules[{m!r}] = None\n" for m in WITHOUT.get(extra, ()))
     done = _run_python(block + "import reportfarm.cli\n" + "\n".join(imports))
     assert done.returncode == 0, done.stderr
     helped = _run_python(f"from reportfarm.cli import main; main([{command!r}, '--help'])")
@@ -117,8 +129,11 @@ def test_entrypoint_runs_a_cli_subcommand_whose_modules_import(dockerfile: Path)
 @pytest.mark.parametrize("dockerfile", IMAGES)
 def test_image_installs_its_extra(dockerfile: Path) -> None:
     _, extra = EXPECTED[dockerfile]
-    assert extra in PYPROJECT["project"]["optional-dependencies"]
     runs = " ".join(i.args for i in dockerfiles.instructions(dockerfile) if i.keyword == "RUN")
+    if not extra:
+        assert 'pip install --no-cache-dir "."' in runs
+        return
+    assert extra in PYPROJECT["project"]["optional-dependencies"]
     assert f'pip install --no-cache-dir ".[{extra}]"' in runs
 
 
@@ -133,11 +148,12 @@ def test_renderer_image_has_chromium_fonts_an_init_and_a_health_check() -> None:
     assert any(i.keyword == "EXPOSE" and i.args == "8080" for i in steps)
 
 
-def test_operator_image_has_no_browser() -> None:
-    text = OPERATOR.read_text()
+@pytest.mark.parametrize("dockerfile", [OPERATOR, GATEWAY], ids=["operator", "gateway"])
+def test_operator_and_gateway_images_have_no_browser(dockerfile: Path) -> None:
+    text = dockerfile.read_text()
     assert "chromium" not in text.replace("# ", "").split("FROM", 1)[1].lower()
     assert "playwright" not in " ".join(
-        i.args for i in dockerfiles.instructions(OPERATOR) if i.keyword == "RUN"
+        i.args for i in dockerfiles.instructions(dockerfile) if i.keyword == "RUN"
     )
 
 
@@ -190,3 +206,9 @@ def test_operator_install_set_does_not_pull_playwright() -> None:
     assert {"kopf", "kubernetes"} <= operator
     assert not {"playwright", "greenlet", "pyee"} & operator, sorted(operator)
     assert "playwright" in _install_set({"renderer"})
+
+
+def test_gateway_install_set_is_the_core_only() -> None:
+    gateway = _install_set(set())
+    assert {"aiohttp", "azure-storage-queue", "azure-storage-blob"} <= gateway
+    assert not {"playwright", "kopf", "kubernetes"} & gateway, sorted(gateway)

@@ -32,7 +32,7 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from reportfarm_operator import children, k8s
+from reportfarm_operator import children, k8s, validation
 
 from tests.harness import kube as kube_harness
 
@@ -85,7 +85,9 @@ def _resource(api_version: str, kind: str) -> tuple[str, str]:
 
 CHILDREN = frozenset(
     _resource(child["apiVersion"], child["kind"])
-    for child in children.build_all(_sample_pool(), replicas=1)
+    for child in children.build_all(
+        _sample_pool(), validation.parse(_sample_pool().spec), replicas=1
+    )
 )
 CONFIG_MAPS = frozenset({_resource("v1", "ConfigMap")})
 DEPLOYMENTS = frozenset({_resource("apps/v1", "Deployment")})
@@ -112,6 +114,11 @@ CALL_SITES: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = {
     # the queue's connection string and the renderers' admin token, each read by name.
     ("observing", "Observer._read_queue", "secret_value"): SECRETS,
     ("observing", "Observer.admin_token", "secret_value"): SECRETS,
+    # the scaling loop's outcome: the pool's status (the status subresource), and its Events.
+    ("ticking", "Ticker.write", "merge_patch"): frozenset(
+        {("reportfarm.io", "reportpools/status")}
+    ),
+    ("ticking", "Ticker.post", "create"): frozenset({("", "events")}),
 }
 
 POOLS, STATUS = ("reportfarm.io", "reportpools"), ("reportfarm.io", "reportpools/status")
@@ -224,7 +231,6 @@ def test_each_adapter_method_sends_the_http_verb_the_table_assumes() -> None:
 
 def test_kopf_is_configured_as_the_table_assumes() -> None:
     source = (OPERATOR / "handlers.py").read_text(encoding="utf-8")
-    assert "kopf.event(" in source and "patch.status" in source
     assert "AnnotationsProgressStorage" in source  # kopf's state: annotations (patch)
     assert scanning_disabled(), "kopf scans CRDs and namespaces: SCANNING rules are needed"
     assert "adopt" in (OPERATOR / "children.py").read_text(encoding="utf-8")  # no finalizer
@@ -337,7 +343,9 @@ def renderer_pod() -> dict[str, Any]:
     example = yaml.safe_load((CHART / "examples" / "reportpool.yaml").read_text())
     example["metadata"].update(namespace="billing", uid="u-1")
     example["spec"]["adminTokenSecretRef"] = {"name": "renderer-admin"}
-    deployment = children.deployment(kopf.Body(example), replicas=1)
+    deployment = children.deployment(
+        kopf.Body(example), validation.parse(example["spec"]), replicas=1
+    )
     return dict(deployment["spec"]["template"]["spec"])
 
 
@@ -469,7 +477,9 @@ def test_workload_identity_puts_no_secret_in_the_renderer() -> None:
     example = yaml.safe_load((CHART / "examples" / "reportpool.yaml").read_text())
     example["metadata"].update(namespace="billing", uid="u-1")
     example["spec"]["queue"] = {"name": "reports", "accountUrl": "https://acct.queue.example"}
-    pod = children.deployment(kopf.Body(example), replicas=1)["spec"]["template"]["spec"]
+    pod = children.deployment(kopf.Body(example), validation.parse(example["spec"]), replicas=1)[
+        "spec"
+    ]["template"]["spec"]
     (container,) = pod["containers"]
     assert secret_like_env(container) == []
     assert "AZURE_STORAGE_CONNECTION_STRING" not in {item["name"] for item in container["env"]}
@@ -508,7 +518,10 @@ def test_no_value_in_values_yaml_looks_like_a_key() -> None:
     for path, value in _strings(values):
         for pattern in LOOKS_LIKE_A_KEY:
             assert not pattern.search(value), f"values{path} looks like a credential"
-        if SECRET_NAME.search(path.rsplit(".", 1)[-1]):
+        parent, leaf = path.rsplit(".", 1)
+        if parent.endswith(("SecretRef", "SecretsRef")) and leaf in {"name", "key"}:
+            continue  # a reference names a Secret and a key in it, never the credential
+        if SECRET_NAME.search(leaf):
             assert not value, f"values{path} holds a literal credential"
 
 
