@@ -4,8 +4,18 @@ operator's image (no Playwright) and the renderer's share one entry point."""
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec
+
+P = ParamSpec("P")
+_NAME_HELP = (
+    "PDF file names: {template}, {job_id}, {index}, {data.FIELD...}, e.g. "
+    "'{template}-{data.student.name}'; a missing field becomes the job id"
+)
+_UP_NAME = "'{template}-{data.student.name}' for the examples, else '{template}-{job_id}'"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,8 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--data", required=True, type=Path, help=".json object or .jsonl lines")
     submit.add_argument("--wait", action="store_true", help="wait, with a progress bar")
     submit.add_argument(
-        "--out", type=Path, help="download each PDF as DIR/<job id>.pdf (implies --wait)"
+        "--out", type=Path, help="download the PDFs into DIR, with DIR/index.csv (implies --wait)"
     )
+    submit.add_argument("--name", default=None, help=_NAME_HELP)
     submit.add_argument("--timeout", type=float, default=600.0, help="seconds to wait at most")
     submit.add_argument(
         "--batch",
@@ -40,12 +51,40 @@ def _parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="queue depth and poison count, as a table")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status.add_argument(
+        "--watch", action="store_true", help="a live view: lanes, throughput, renderers' browsers"
+    )
+    status.add_argument(
+        "--renderer",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a renderer's base URL for --watch (repeatable; also REPORTFARM_RENDERERS)",
+    )
+    status.add_argument("--interval", type=float, default=2.0, help="--watch: seconds per refresh")
+    status.add_argument("--frames", type=int, default=None, help=argparse.SUPPRESS)
 
     up = sub.add_parser("up", help="the local farm: Azurite (if needed), a worker, the examples")
     up.add_argument("--out", type=Path, default=Path("out"), help="where the PDFs go")
     up.add_argument("--templates", type=Path, default=None, help="template folder")
     up.add_argument("--data", type=Path, default=None, help="jobs to render (.json or .jsonl)")
     up.add_argument("--serve", action="store_true", help="keep the farm running after the demo")
+    up.add_argument("--name", default=None, help=_NAME_HELP + " (default: " + _UP_NAME + ")")
+
+    init = sub.add_parser("init", help="a new template from a skeleton, rendered once to a PDF")
+    init.add_argument("name", help="the template's name (letters, digits, - and _)")
+    init.add_argument(
+        "--dir", type=Path, default=Path("reports"), help="where templates/, data/, out/ go"
+    )
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
+
+    preview = sub.add_parser(
+        "preview", help="render one template with one data file to a PDF, locally, no queue"
+    )
+    preview.add_argument("--templates", type=Path, required=True, help="template folder")
+    preview.add_argument("--template", required=True, help="template name")
+    preview.add_argument("--data", type=Path, required=True, help="a .json data object")
+    preview.add_argument("--out", type=Path, help="the PDF (default: out/<template>.pdf)")
 
     bench = sub.add_parser("bench", help="benchmark render strategies side by side")
     bench.add_argument("--json", action="store_true", help="print JSON")
@@ -74,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     batch_download.add_argument("batch_id")
     batch_download.add_argument("--out", type=Path, default=Path("out"), help="folder")
     batch_download.add_argument("--merge", action="store_true", help="one PDF, in item order")
+    batch_download.add_argument(
+        "--name", default="{job_id}", help=_NAME_HELP + " (default: '{job_id}')"
+    )
 
     lanes = sub.add_parser(
         "bench-lanes", help="benchmark: interactive latency on an idle farm vs beside a batch"
@@ -90,7 +132,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _one_line_errors(run: Callable[P, int]) -> Callable[P, int]:
+    """A storage failure a user can fix (malformed connection string, a stopped farm, a wrong
+    key) ends with one line saying what is wrong and what to do, not a traceback."""
+
+    @functools.wraps(run)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return run(*args, **kwargs)
+        except Exception as error:
+            from reportfarm import connecting
+
+            line = connecting.explain(error)
+            if line is None:
+                raise
+            print(f"error: {line}", file=sys.stderr)
+            return 2
+
+    return guarded
+
+
+@_one_line_errors
+def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per command)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["operator"]:  # its own parser: --namespace, --peering (kopf's options)
         from reportfarm_operator.main import main as operator_main
@@ -112,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return service.main(template_dir=args.templates, pool_size=args.pool_size, port=args.port)
     if args.command == "submit" and args.batch is not None:
-        from reportfarm import batches
+        from reportfarm import batch_commands
 
-        return batches.submit_main(
+        return batch_commands.submit_main(
             template=args.template,
             data=args.data,
             batch_id=args.batch or None,
@@ -123,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.timeout,
         )
     if args.command == "submit":
-        from reportfarm import submitting
+        from reportfarm import naming, submitting
 
         return submitting.main(
             template=args.template,
@@ -131,7 +194,12 @@ def main(argv: list[str] | None = None) -> int:
             wait=args.wait or args.out is not None,
             out=args.out,
             timeout=args.timeout,
+            name=args.name or naming.DEFAULT_PATTERN,
         )
+    if args.command == "status" and args.watch:
+        from reportfarm import watching
+
+        return watching.main(renderers=args.renderer, interval=args.interval, frames=args.frames)
     if args.command == "status":
         from reportfarm import submitting
 
@@ -139,7 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         from reportfarm_renderer import local
 
-        return local.main(out=args.out, templates=args.templates, data=args.data, serve=args.serve)
+        return local.main(
+            out=args.out, templates=args.templates, data=args.data, serve=args.serve, name=args.name
+        )
+    if args.command == "init":
+        from reportfarm_renderer import scaffolding
+
+        return scaffolding.main(name=args.name, folder=args.dir, force=args.force)
+    if args.command == "preview":
+        from reportfarm_renderer import preview
+
+        return preview.main(
+            templates=args.templates, template=args.template, data=args.data, out=args.out
+        )
     if args.command == "bench":
         from reportfarm_renderer import bench
 
@@ -151,15 +231,20 @@ def main(argv: list[str] | None = None) -> int:
             samples=args.samples,
         )
     if args.command == "gateway":
-        from reportfarm.gateway import app
+        from reportfarm_gateway import app
 
         return app.main(port=args.port)
     if args.command == "batch":
         return _batch(args)
     if args.command == "bench-lanes":
-        from reportfarm.gateway import bench as lanes_bench
+        # A renderer and the gateway in one process: the renderer's benchmark gets the gateway
+        # from here, the composition root (the services never import each other).
+        from reportfarm_gateway.app import create_app
+        from reportfarm_gateway.settings import GatewaySettings
+        from reportfarm_renderer.benchmarking import lanes as lanes_bench
 
         return lanes_bench.main(
+            gateway_app=lambda **fields: create_app(GatewaySettings(**fields)),
             bulk=args.bulk,
             interactive=args.interactive,
             rounds=args.rounds,
@@ -170,15 +255,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from reportfarm import batches
+    from reportfarm import batch_commands
 
     if args.batch_command == "status":
-        return batches.status_main(
+        return batch_commands.status_main(
             args.batch_id, as_json=args.json, wait=args.wait, timeout=args.timeout
         )
     if args.batch_command == "retry":
-        return batches.retry_main(args.batch_id, wait=args.wait, timeout=args.timeout)
-    return batches.download_main(args.batch_id, out=args.out, merge=args.merge)
+        return batch_commands.retry_main(args.batch_id, wait=args.wait, timeout=args.timeout)
+    return batch_commands.download_main(
+        args.batch_id, out=args.out, merge=args.merge, name=args.name
+    )
 
 
 if __name__ == "__main__":

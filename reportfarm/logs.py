@@ -9,16 +9,19 @@ import sys
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
+FORMAT_VAR = "REPORTFARM_LOG_FORMAT"
+"""``json`` or ``text`` (see :func:`configure`)."""
+
 KOPF_EXTRAS = ("k8s_skip", "k8s_ref", "settings")
 """kopf's per-object log extras: objects, not data (its settings cannot even be copied)."""
 
 
 def configure(*, json_lines: bool | None = None, level: str | None = None) -> None:
-    """JSON when asked, or when stderr is not a terminal (a container); REPORTFARM_LOG_LEVEL."""
+    """REPORTFARM_LOG_FORMAT: ``json`` or ``text``; unset: JSON when stderr is not a terminal
+    (a container), text on a terminal. REPORTFARM_LOG_LEVEL: the level (INFO)."""
     if json_lines is None:
-        json_lines = os.environ.get("REPORTFARM_LOG_FORMAT", "").lower() == "json" or not (
-            sys.stderr.isatty()
-        )
+        chosen = os.environ.get(FORMAT_VAR, "").strip().lower()
+        json_lines = chosen == "json" if chosen in ("json", "text") else not sys.stderr.isatty()
     handler = logging.StreamHandler()
     if json_lines:
         handler.setFormatter(

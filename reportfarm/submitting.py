@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from reportfarm import contract
+from reportfarm import connecting, contract, naming, quantiles
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 
@@ -29,11 +28,13 @@ def read_submissions(path: Path, *, template: str) -> list[Submission]:
     """A ``.json`` object is one job; each line of a ``.jsonl`` is one job, either a data object
     or ``{"template": ..., "data": {...}, "job_id"?: ..., "pdf"?: {...}}``."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"cannot read {path}: {error}") from None
+    # Lines are split at "\n" only: str.splitlines() also splits at characters that JSON strings
+    # may hold (U+2028, U+0085, form feed...), which would shift every later line number.
     if path.suffix == ".jsonl":
-        lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+        lines = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
     else:
         lines = [(1, text)]
     items = []
@@ -41,13 +42,20 @@ def read_submissions(path: Path, *, template: str) -> list[Submission]:
         try:
             body = json.loads(line)
         except json.JSONDecodeError as error:
-            raise InputError(f"{path}:{number}: not JSON: {error}") from None
+            where = f"line {number + error.lineno - 1}, column {error.colno}"
+            raise InputError(f"{path}, {where}: not JSON ({error.msg}); fix that line") from None
         if not isinstance(body, dict):
-            raise InputError(f"{path}:{number}: a job is a JSON object")
-        items.append(_submission(body, template=template, where=f"{path}:{number}"))
+            raise InputError(f"{path}, line {number}: a job is a JSON object, not {_kind(body)}")
+        items.append(_submission(body, template=template, where=f"{path}, line {number}"))
     if not items:
         raise InputError(f"{path} holds no job")
     return items
+
+
+def _kind(value: object) -> str:
+    return {list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number"
+    )
 
 
 def _submission(body: dict[str, Any], *, template: str, where: str) -> Submission:
@@ -66,35 +74,41 @@ def _submission(body: dict[str, Any], *, template: str, where: str) -> Submissio
     )
 
 
-def connection_string() -> str:
-    value = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
-    if not value:
-        raise SystemExit(
-            "AZURE_STORAGE_CONNECTION_STRING is not set: point it at your storage account, "
-            "or run `reportfarm up --serve`, which starts Azurite and prints one"
-        )
-    return value
-
-
 def _client() -> ReportFarmClient:
+    """A client of the configured account; :class:`connecting.ConnectionProblem` if it is
+    unusable (the command line prints that one line)."""
+    account, source = connecting.account()
+    if source != "the environment":
+        console.print(f"[dim]using the farm in {source}[/]")
     storage = StorageSettings.from_env()
-    return ReportFarmClient(connection_string(), queue=storage.queue, container=storage.container)
+    return ReportFarmClient(account, queue=storage.queue, container=storage.container)
 
 
-def main(*, template: str, data: Path, wait: bool, out: Path | None, timeout: float) -> int:
+def main(
+    *,
+    template: str,
+    data: Path,
+    wait: bool,
+    out: Path | None,
+    timeout: float,
+    name: str = naming.DEFAULT_PATTERN,
+) -> int:
     try:
+        naming.check(name)
         items = read_submissions(data, template=template)
-    except InputError as error:
-        console.print(f"[red]error:[/] {error}")
+    except (InputError, naming.PatternError) as error:
+        console.print(f"[red]error:[/] {error}", soft_wrap=True)
         return 2
     try:
-        return asyncio.run(_submit(items, wait=wait, out=out, timeout=timeout))
+        return asyncio.run(_submit(items, wait=wait, out=out, timeout=timeout, name=name))
     except contract.ContractError as error:
-        console.print(f"[red]invalid job:[/] {error}")
+        console.print(f"[red]invalid job:[/] {error}", soft_wrap=True)
         return 2
 
 
-async def _submit(items: list[Submission], *, wait: bool, out: Path | None, timeout: float) -> int:
+async def _submit(
+    items: list[Submission], *, wait: bool, out: Path | None, timeout: float, name: str
+) -> int:
     async with _client() as client:
         await client.ensure()
         with progress() as bar:
@@ -111,21 +125,64 @@ async def _submit(items: list[Submission], *, wait: bool, out: Path | None, time
                 job_ids, timeout_s=timeout, on_result=lambda _: bar.advance(task)
             )
         if out is not None:
-            await download(client, results, out)
+            await download(client, results, out, jobs=jobs_of(items, job_ids), pattern=name)
     return report(results)
 
 
+def jobs_of(items: Sequence[Submission], job_ids: Sequence[str]) -> list[naming.Job]:
+    """What file names may use, for the submitted jobs in input order."""
+    return [
+        naming.Job(job_id=job_id, template=item.template, data=item.data, index=number)
+        for number, (item, job_id) in enumerate(zip(items, job_ids, strict=True), 1)
+    ]
+
+
 async def download(
-    client: ReportFarmClient, results: dict[str, contract.ResultRecord | None], out: Path
+    client: ReportFarmClient,
+    results: dict[str, contract.ResultRecord | None],
+    out: Path,
+    *,
+    jobs: Sequence[naming.Job],
+    pattern: str,
 ) -> None:
+    """Each succeeded job's PDF as ``OUT/<name>.pdf`` (see :mod:`reportfarm.naming`), then
+    ``OUT/index.csv`` and a table of which file is which job."""
     out.mkdir(parents=True, exist_ok=True)
-    done = [r for r in results.values() if r is not None and r.state == "succeeded"]
+    names = naming.file_names(jobs, pattern=pattern)
+    rows: list[naming.IndexRow] = []
     with progress() as bar:
-        task = bar.add_task("downloading", total=len(done))
-        for record in done:
-            (out / f"{record.job_id}.pdf").write_bytes(await client.download(record))
+        task = bar.add_task("downloading", total=len(jobs))
+        for job in jobs:
+            record = results.get(job.job_id)
+            state = record.state if record is not None else "not finished"
+            file = ""
+            if record is not None and record.state == "succeeded":
+                file = names[job.job_id]
+                (out / file).write_bytes(await client.download(record))
+            error = (record.error or "") if record is not None else ""
+            rows.append(
+                naming.IndexRow(
+                    file=file, job_id=job.job_id, template=job.template, state=state, error=error
+                )
+            )
             bar.advance(task)
-    console.print(f"PDFs in {out}/")
+    index = naming.write_index(out, rows)
+    console.print(index_table(rows, out=out, index=index))
+
+
+def index_table(
+    rows: Sequence[naming.IndexRow], *, out: Path, index: Path, limit: int = 20
+) -> Table:
+    table = Table(title=f"PDFs in {out}/")
+    table.add_column("file", overflow="fold")
+    table.add_column("template", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("job id", no_wrap=True, overflow="ellipsis", max_width=14)
+    for row in rows[:limit]:
+        table.add_row(row.file or "-", row.template, row.state, row.job_id)
+    more = f"{len(rows) - limit} more; " if len(rows) > limit else ""
+    table.caption = f"{more}every job is listed in {index}"
+    return table
 
 
 def report(results: dict[str, contract.ResultRecord | None]) -> int:
@@ -146,8 +203,8 @@ def report(results: dict[str, contract.ResultRecord | None]) -> int:
         str(len(done)),
         str(len(failed)),
         str(missing),
-        f"{_quantile(times, 0.50):.2f}" if times else "-",
-        f"{_quantile(times, 0.95):.2f}" if times else "-",
+        seconds_cell(quantiles.quantile(times, 0.50)),
+        seconds_cell(quantiles.quantile(times, 0.95)),
     )
     console.print(table)
     if failed:
@@ -160,10 +217,9 @@ def report(results: dict[str, contract.ResultRecord | None]) -> int:
     return 1 if failed or missing else 0
 
 
-def _quantile(values: list[float], q: float) -> float:
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+def seconds_cell(value: float | None) -> str:
+    """A table cell for a time in seconds; ``-`` for none."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 def progress() -> Progress:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the binaries of the real Kubernetes test control plane from Go modules:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, kubeconform.
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, kubeconform;
+# with the argument `node`, also the kubelet of a real node (scripts/node/).
 #
 # Output: ${REPORTFARM_CACHE:-$HOME/.cache/reportfarm}/kube/<k8s version>/bin/
 # Idempotent: a binary is rebuilt only when missing or built from another pinned version
@@ -52,8 +53,10 @@ timed() {
 WORK="$(mktemp -d "${CACHE_ROOT}/work.XXXXXX")"
 trap 'rm -rf "${WORK}"' EXIT
 
-build_kubernetes() {
-  local minor patch gomod dir
+# kube_wrapper: write the wrapper module into ${WORK}/kubernetes (once) and set KUBE_LDFLAGS.
+kube_wrapper() {
+  local minor patch gomod dir="${WORK}/kubernetes"
+  [[ -f "${dir}/go.mod" ]] && return 0
   minor="$(cut -d. -f2 <<<"${K8S_VERSION}")"
   patch="$(cut -d. -f3 <<<"${K8S_VERSION}")"
   # k8s.io/kubernetes replaces its staging modules with ./staging/... paths, which `go install`
@@ -61,7 +64,6 @@ build_kubernetes() {
   gomod="$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" |
     sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
   [[ -f "${gomod}" ]] || { log "cannot find go.mod of k8s.io/kubernetes@${K8S_VERSION}"; exit 1; }
-  dir="${WORK}/kubernetes"
   mkdir -p "${dir}"
   {
     echo "module reportfarm.invalid/kubebuild"
@@ -74,20 +76,28 @@ build_kubernetes() {
   } >"${dir}/go.mod"
   log "wrapper go.mod has $(grep -c '=> k8s.io/' "${dir}/go.mod") staging replaces"
   local pkg="k8s.io/component-base/version"
-  local ldflags="-s -w -X ${pkg}.gitVersion=${K8S_VERSION} -X ${pkg}.gitMajor=1"
-  ldflags+=" -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
+  KUBE_LDFLAGS="-s -w -X ${pkg}.gitVersion=${K8S_VERSION} -X ${pkg}.gitMajor=1"
+  KUBE_LDFLAGS+=" -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
+}
+
+# build_k8s NAME...: build k8s.io/kubernetes/cmd/NAME for each NAME into the bin dir.
+build_k8s() {
+  local dir="${WORK}/kubernetes" name packages=()
+  kube_wrapper
+  for name in "$@"; do packages+=("k8s.io/kubernetes/cmd/${name}"); done
   (
     cd "${dir}"
-    go build -mod=mod -p "${BUILD_JOBS}" -trimpath -ldflags "${ldflags}" -o "${dir}/out/" \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler \
-      k8s.io/kubernetes/cmd/kubectl
+    go build -mod=mod -p "${BUILD_JOBS}" -trimpath -ldflags "${KUBE_LDFLAGS}" -o "${dir}/out/" \
+      "${packages[@]}"
   )
-  for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for name in "$@"; do
     mv -f "${dir}/out/${name}" "${BIN}/${name}"
     stamp "${name}" "${K8S_VERSION}"
   done
+}
+
+build_kubernetes() {
+  build_k8s kube-apiserver kube-controller-manager kube-scheduler kubectl
 }
 
 build_etcd() {
@@ -141,6 +151,13 @@ for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 if [[ ${k8s_ok} == 1 ]]; then log "kubernetes ${K8S_VERSION}: up to date"; else
   timed "kubernetes ${K8S_VERSION}" build_kubernetes
+fi
+
+# The kubelet only when asked (`build.sh node`): the control-plane tests do not need it.
+if [[ " $* " == *" node "* ]]; then
+  if up_to_date kubelet "${K8S_VERSION}"; then log "kubelet ${K8S_VERSION}: up to date"; else
+    timed "kubelet ${K8S_VERSION}" build_k8s kubelet
+  fi
 fi
 
 if up_to_date etcd "${ETCD_VERSION}"; then log "etcd ${ETCD_VERSION}: up to date"; else
