@@ -95,6 +95,25 @@ def _parser() -> argparse.ArgumentParser:
         "--samples", type=Path, default=None, help="folder for one PDF per strategy (optional)"
     )
 
+    versus = sub.add_parser(
+        "bench-gotenberg", help="benchmark: the same documents through Gotenberg and through us"
+    )
+    where = versus.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--gotenberg-bin", type=Path, help="a binary from scripts/gotenberg/build.sh: started here"
+    )
+    where.add_argument("--gotenberg-url", help="a running Gotenberg (same concurrency, please)")
+    versus.add_argument(
+        "--gotenberg-pid", type=int, help="with --gotenberg-url: its root pid, to sample memory"
+    )
+    versus.add_argument("--json", action="store_true", help="print JSON")
+    versus.add_argument("--jobs", type=int, default=60, help="documents per side")
+    versus.add_argument("--pool-size", type=int, default=2, help="our browsers = its tabs")
+    versus.add_argument(
+        "--plot", type=Path, default=Path("out/bench-gotenberg.png"), help="PNG plot path"
+    )
+    versus.add_argument("--samples", type=Path, default=None, help="folder for one PDF per side")
+
     gateway = sub.add_parser("gateway", help="the HTTP gateway and the webhook dispatcher")
     gateway.add_argument("--port", type=int, help="HTTP port (REPORTFARM_GATEWAY_PORT, 8000)")
 
@@ -227,6 +246,19 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             as_json=args.json,
             jobs=args.jobs,
             pool_size=args.pool_size,
+            plot=args.plot,
+            samples=args.samples,
+        )
+    if args.command == "bench-gotenberg":
+        from reportfarm_renderer import bench_gotenberg
+
+        return bench_gotenberg.main(
+            as_json=args.json,
+            jobs=args.jobs,
+            pool_size=args.pool_size,
+            target=bench_gotenberg.Target(
+                binary=args.gotenberg_bin, url=args.gotenberg_url, pid=args.gotenberg_pid
+            ),
             plot=args.plot,
             samples=args.samples,
         )
