@@ -178,9 +178,8 @@ async def run(
             "how": "started here from the binary, in its own PID namespace"
             if target.binary
             else "running already (given by URL)",
-            "flags": server.command[server.command.index(str(target.binary)) + 1 :]
-            if target.binary
-            else [],
+            "flags": server.flags,
+            "unknown_to_this_version": server.dropped,
         },
         "memory": "peak PSS of each side's process tree, sampled every "
         f"{footprint.INTERVAL_S} s during its timed chunks: gotenberg = unshare + gotenberg + "

@@ -81,23 +81,24 @@ else
   chmod -R u+w "${SRC}"
 fi
 
-# The custom main: Gotenberg's own cmd.Run with only the modules this benchmark needs.
+# The custom main: Gotenberg's own cmd.Run with its standard modules (pkg/standard/imports.go of
+# this very version: the module list changes between releases) less those that need LibreOffice,
+# pdftk, qpdf or ExifTool.
 mkdir -p "${SRC}/cmd/gotenberg-reportfarm"
-cat >"${SRC}/cmd/gotenberg-reportfarm/main.go" <<'GO'
-// Gotenberg with its Chromium route and nothing that needs LibreOffice, pdftk, qpdf or ExifTool.
-package main
-
-import (
-	gotenbergcmd "github.com/gotenberg/gotenberg/v8/cmd"
-	_ "github.com/gotenberg/gotenberg/v8/pkg/modules/api"
-	_ "github.com/gotenberg/gotenberg/v8/pkg/modules/chromium"
-	_ "github.com/gotenberg/gotenberg/v8/pkg/modules/pdfcpu"
-	_ "github.com/gotenberg/gotenberg/v8/pkg/modules/pdfengines"
-	_ "github.com/gotenberg/gotenberg/v8/pkg/modules/prometheus"
-)
-
-func main() { gotenbergcmd.Run() }
-GO
+{
+  echo "// Gotenberg without the modules that need LibreOffice, pdftk, qpdf or ExifTool."
+  echo "package main"
+  echo
+  echo "import ("
+  echo "	gotenbergcmd \"${MODULE}/cmd\""
+  grep -E '^[[:space:]]*_ "' "${SRC}/pkg/standard/imports.go" | grep -Ev '/(libreoffice|exiftool|pdftk|qpdf)'
+  echo ")"
+  echo
+  echo "func main() { gotenbergcmd.Run() }"
+} >"${SRC}/cmd/gotenberg-reportfarm/main.go"
+grep -q '/modules/chromium"' "${SRC}/cmd/gotenberg-reportfarm/main.go" ||
+  { log "no chromium module in ${SRC}/pkg/standard/imports.go"; exit 1; }
+log "modules: $(sed -n 's#.*/pkg/modules/\(.*\)"$#\1#p' "${SRC}/cmd/gotenberg-reportfarm/main.go" | tr '\n' ' ')"
 
 start=${SECONDS}
 log "building gotenberg ${VERSION} with $(go version | cut -d' ' -f3) ..."

@@ -113,8 +113,13 @@ def supported(binary: Path, wanted: list[str]) -> list[str]:
     """The flags of ``wanted`` that ``binary`` knows (``--help`` lists them): an older release,
     such as the one the Go module proxy serves, lacks some, and an unknown flag is fatal."""
     done = subprocess.run([str(binary), "--help"], capture_output=True, timeout=30, check=False)
-    known = set(re.findall(r"--([a-z0-9-]+)", (done.stdout + done.stderr).decode()))
-    return [flag for flag in wanted if flag.removeprefix("--").split("=")[0] in known]
+    return known(wanted, (done.stdout + done.stderr).decode(errors="replace"))
+
+
+def known(wanted: list[str], usage: str) -> list[str]:
+    """The flags of ``wanted`` that a ``--help`` text lists."""
+    listed = set(re.findall(r"--([a-z0-9-]+)", usage))
+    return [flag for flag in wanted if flag.removeprefix("--").split("=")[0] in listed]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +129,10 @@ class Server:
     url: str
     pid: int | None
     version: str
-    command: list[str] = dataclasses.field(default_factory=list)
+    flags: list[str] = dataclasses.field(default_factory=list)
+    """Its arguments, when we started it."""
+    dropped: list[str] = dataclasses.field(default_factory=list)
+    """Arguments of :func:`flags` this version does not know, left out."""
 
 
 @contextlib.asynccontextmanager
@@ -136,17 +144,15 @@ async def serving(
     port = azurite.free_port()
     with tempfile.TemporaryDirectory(prefix="gotenberg-") as scratch:
         log = Path(scratch) / "gotenberg.log"
-        process, command = await asyncio.to_thread(
-            _launch,
-            binary,
-            flags(port=port, concurrency=concurrency, restart_after=restart_after),
-            chromium=chromium,
-            scratch=Path(scratch),
+        wanted = flags(port=port, concurrency=concurrency, restart_after=restart_after)
+        process, used = await asyncio.to_thread(
+            _launch, binary, wanted, chromium=chromium, scratch=Path(scratch)
         )
         try:
             url = f"http://127.0.0.1:{port}"
             version = await _wait_ready(url, process, log)
-            yield Server(url=url, pid=process.pid, version=version, command=command)
+            dropped = [flag for flag in wanted if flag not in used]
+            yield Server(url, process.pid, version, flags=used, dropped=dropped)
         finally:
             await asyncio.to_thread(_stop, process)
 
@@ -190,11 +196,12 @@ def _launch(
     binary: Path, wanted: list[str], *, chromium: str, scratch: Path
 ) -> tuple[subprocess.Popen[bytes], list[str]]:
     folder = binary.resolve().parent
+    used = supported(binary, wanted)
     command = [
         *("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"),
         *([] if os.geteuid() == 0 else ["--map-root-user"]),
         str(binary),
-        *supported(binary, wanted),
+        *used,
     ]
     env = {
         **os.environ,
@@ -209,7 +216,7 @@ def _launch(
         process = subprocess.Popen(
             command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
-    return process, command
+    return process, used
 
 
 async def version(url: str) -> str:

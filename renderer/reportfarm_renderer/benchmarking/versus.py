@@ -65,7 +65,7 @@ def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
                 ours[key], theirs[key]
             )
         for key in ("peak_pss_mib", "mib_per_pdf_per_s"):
-            found[f"{name}_over_gotenberg_{key.removesuffix('_pss')}"] = _divide(
+            found[f"{name}_over_gotenberg_{key.replace('_pss', '')}"] = _divide(
                 ours[key], theirs[key]
             )
     return found
@@ -121,6 +121,8 @@ def show(report: Report, console: Console) -> None:
         + (f"; differences: {same['differences']}" if same["differences"] else "")
     )
     console.print(f"Gotenberg: {gotenberg['how']}; flags: {' '.join(gotenberg['flags'])}")
+    if gotenberg["unknown_to_this_version"]:
+        console.print(f"left out (unknown to it): {' '.join(gotenberg['unknown_to_this_version'])}")
     console.print(f"memory: {params['memory']}")
     console.print(f"load average before {params['load_before']}, after {params['load_after']}")
 
