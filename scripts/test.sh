@@ -6,7 +6,7 @@
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not kube"`.
 # Time on 2 cores: ~20-23 min with the caches warm, the real-node tests included (as root; images
 # rebuilt after a source change add 2-5 min); the first run adds ~9 min for the Kubernetes build
-# and ~9 min for the images and the node's packages.
+# and ~9 min for the images and the node's packages, and ~5 min for Gotenberg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,6 +57,34 @@ wait_for() {
 
 if [ -x scripts/kube/build.sh ]; then
   step "Kubernetes test binaries" kube_build
+fi
+
+# Gotenberg for the side by side benchmark's test (tests/renderer/test_bench_gotenberg.py): the
+# newest version the Go module proxy serves, or GOTENBERG_SRC (a source checkout: its newest
+# release tag), built once into ${REPORTFARM_CACHE:-~/.cache/reportfarm}/gotenberg (~5 min cold on
+# 2 cores, instant when cached). A failed build does not stop the suite: that test then says why
+# it skips.
+gotenberg_build() {
+  local log pid minutes=0
+  log="$(mktemp)"
+  bash scripts/gotenberg/build.sh >"$log" 2>&1 &
+  pid=$!
+  while ! wait_for "$pid" 60; do
+    minutes=$((minutes + 1))
+    echo "   Gotenberg, ${minutes} min: $(tail -n 1 "$log")"
+  done
+  if wait "$pid"; then
+    export REPORTFARM_GOTENBERG_BIN="$(tail -n 1 "$log")/gotenberg"
+    echo "   $(grep -m 1 'source:' "$log" | sed 's/^\[gotenberg-build\] //'); binary: $REPORTFARM_GOTENBERG_BIN"
+  else
+    echo "   Gotenberg build failed (its test will skip):"
+    tail -n 20 "$log"
+  fi
+  rm -f "$log"
+}
+
+if [ -x scripts/gotenberg/build.sh ]; then
+  step "Gotenberg (side by side benchmark)" gotenberg_build
 fi
 
 # The real-node tests (tests/node): Debian's podman/containerd/runc/CNI plugins, the kubelet and
