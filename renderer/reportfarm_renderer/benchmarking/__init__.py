@@ -6,4 +6,11 @@
 - :mod:`.strategies`: the four ways to print a PDF, side by side in one process.
 - :mod:`.end_to_end`: the whole path through the queue (Azurite) and an in-process renderer.
 - :mod:`.reporting`: the table, the JSON and the plot.
+
+``reportfarm bench-gotenberg`` (:mod:`reportfarm_renderer.bench_gotenberg`) adds:
+
+- :mod:`.gotenberg`: Gotenberg started in its own PID namespace, its configuration, its client.
+- :mod:`.footprint`: the PSS of whole process trees, sampled while a side prints.
+- :mod:`.sameness`: both sides' PDFs of a document have the same pages and text.
+- :mod:`.versus`: its report, table and plot.
 """

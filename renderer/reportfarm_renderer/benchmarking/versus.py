@@ -44,7 +44,7 @@ def side(
     """One side's row: the throughput and latency, per core, and memory per PDF/s."""
     return {
         "pdf_per_s": round(pdf_per_s, 2),
-        "pdf_per_s_per_core": round(pdf_per_s / cores, 2),
+        "pdf_per_s_per_core": round(pdf_per_s / cores, 3),
         "p50_ms": round(p50_ms, 1),
         "p95_ms": round(p95_ms, 1),
         "peak_pss_mib": peak_mib,
