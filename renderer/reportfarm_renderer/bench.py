@@ -37,8 +37,8 @@ from rich.console import Console
 from reportfarm import azurite, renderer_api
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import browser
+from reportfarm_renderer.benchmarking import cpu, end_to_end, measuring, reporting, strategies
 from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import end_to_end, measuring, reporting, strategies
 from reportfarm_renderer.settings import RendererSettings
 
 SEED = 2026
@@ -100,10 +100,12 @@ async def run(
             )
         await farm.warm_up(2 * pool_size)
         order = [*strategies.STRATEGIES, END_TO_END]
+        spent: dict[str, cpu.Sample] = {name: {} for name in order}
         for index, count in enumerate(chunks):
             offset = sum(chunks[:index])
             console.log(f"round {index + 1}/{len(chunks)}: {count} documents per strategy")
             for name in order if index % 2 == 0 else reversed(order):
+                before = cpu.sample()
                 if name == END_TO_END:
                     await farm.throughput(count, offset=offset)
                 else:
@@ -115,11 +117,14 @@ async def run(
                         concurrency=pool_size,
                         offset=offset,
                     )
+                cpu.add(spent[name], cpu.spent(before, cpu.sample()))
         console.log(f"end_to_end: {plan.singles} lone jobs, {plan.bursts} bursts of {plan.burst}")
         await farm.latency_phases(plan)
         await farm.check_pdfs()
     report: reporting.Report = {name: measured.summary() for name, measured in runs.items()}
     report[END_TO_END] = farm.result.summary(plan, pool_size=pool_size)
+    for name in order:
+        report[name]["cpu_ms_per_pdf"] = cpu.per_pdf(spent[name], jobs)
     report["ratios"] = reporting.ratios(report)
     report["targets"] = reporting.targets(report["ratios"])
     report["parameters"] = {

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 from reportfarm import backoff, contract, outcomes, renderer_api
@@ -44,6 +44,16 @@ class Lease:
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     extended_at: float = dataclasses.field(default_factory=time.monotonic)
     done: bool = False
+    printed: bool = False
+    """True once the job needs no browser any more (printed, or failed before or while
+    printing): the worker counts its take-ahead against the jobs that still do."""
+    on_printed: Callable[[], object] | None = None
+
+    def mark_printed(self) -> None:
+        if not self.printed:
+            self.printed = True
+            if self.on_printed is not None:
+                self.on_printed()
 
 
 class JobRunner:
@@ -78,7 +88,7 @@ class JobRunner:
         if job.submitted_at:
             self.metrics.queue_wait.observe(max(0.0, time.time() - job.submitted_at))
         try:
-            size = await self._render_and_store(job, delivery, stages)
+            size = await self._render_and_store(job, delivery, stages, printed=lease.mark_printed)
         except outcomes.PermanentError as error:
             reason = error.description
             return await self._poison(lease, job.job_id, job, reason, stages, kind=error.kind)
@@ -108,7 +118,12 @@ class JobRunner:
         return "succeeded"
 
     async def _render_and_store(
-        self, job: contract.Job, delivery: Delivery, stages: dict[str, float]
+        self,
+        job: contract.Job,
+        delivery: Delivery,
+        stages: dict[str, float],
+        *,
+        printed: Callable[[], object] = lambda: None,
     ) -> int:
         if not contract.owns_blob(job.job_id, job.output, kind="output"):  # decoding checked it
             raise outcomes.PermanentError(
@@ -119,9 +134,12 @@ class JobRunner:
         with self._stage("render_html", stages):
             html = await asyncio.to_thread(self._render_html, job.template, data)
         with self._stage(renderer_api.RENDER_STAGE, stages):
-            pdf = await self.pool.render(
-                html, job.pdf, javascript=self.catalog.wants_javascript(job.template)
-            )
+            try:
+                pdf = await self.pool.render(
+                    html, job.pdf, javascript=self.catalog.wants_javascript(job.template)
+                )
+            finally:
+                printed()  # the browser is free: the next job may be taken while this one stores
         if len(pdf) > self.settings.max_pdf_bytes:
             raise outcomes.PermanentError(
                 f"PDF is {len(pdf)} bytes, over the limit of {self.settings.max_pdf_bytes}"
@@ -173,6 +191,7 @@ class JobRunner:
     ) -> Outcome:
         """Retry, unless the job has had its deliveries: render timeouts (suspect documents)
         have their own, lower limit."""
+        lease.mark_printed()
         attempts = lease.delivery.dequeue_count
         if isinstance(error, pooling.RenderTimeout):
             if attempts >= self.settings.max_render_timeouts:
@@ -223,6 +242,7 @@ class JobRunner:
     ) -> Outcome:
         """Poison the message with ``reason``; ``kind`` labels the metric, ``exhausted`` says it
         failed on too many deliveries (else: permanent)."""
+        lease.mark_printed()
         delivery = lease.delivery
         if job_id is not None:
             record = self._record(job, delivery, "failed", stages, job_id=job_id)

@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 
 TAKE_AHEAD = 1
 """Jobs received beyond the pool's size; each waits for a browser with its lease kept alive."""
+STORING_PER_BROWSER = 1
+"""Jobs storing their PDFs (upload, record, delete: no browser needed) a worker holds at most,
+per browser, on top of the jobs that need one; a storage that slows down cannot make the
+worker hoard messages."""
 
 
 class QueueWorker:
@@ -65,11 +69,18 @@ class QueueWorker:
         return len(self.leases)
 
     def capacity(self) -> int:
-        """Jobs to ask for now: room in the pool, less jobs received and not yet finished, plus
-        one taken ahead, so a browser does not idle while a finished job uploads and deletes
-        its message (measured: browsers 90% busy without it, at the ceiling with it)."""
-        ahead = TAKE_AHEAD if self.pool.size else 0
-        return max(0, min(MAX_BATCH, self.pool.size + ahead - self.running))
+        """Jobs to ask for now: room in the pool, plus one taken ahead, less the jobs received
+        that still need a browser. A job storing its PDF does not count: its browser already
+        prints the next one, and the job after that should be here, rendered, when a browser
+        comes free (before: a browser idled while the job ahead of it uploaded, recorded and
+        deleted its message, then while the next was received). Jobs storing are bounded too
+        (:data:`STORING_PER_BROWSER`)."""
+        size = self.pool.size
+        ahead = TAKE_AHEAD if size else 0
+        waiting = sum(1 for lease in self.leases.values() if not lease.printed)
+        room = size + ahead - waiting
+        room = min(room, size * (1 + STORING_PER_BROWSER) + ahead - self.running)
+        return max(0, min(MAX_BATCH, room))
 
     async def run(self) -> None:
         keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
@@ -149,6 +160,7 @@ class QueueWorker:
         return leases
 
     def _start(self, lease: Lease) -> None:
+        lease.on_printed = self._room.set
         task: asyncio.Task[object] = asyncio.create_task(self._run_job(lease))
         self.leases[task] = lease
         self.metrics.in_flight.set(len(self.leases))

@@ -22,7 +22,7 @@ RATIOS = (
     "reportfarm_over_context_per_job",
     "end_to_end_over_ceiling",
     "reportfarm_over_site_isolated",
-    "burst_p95_over_single",
+    "burst_p95_over_bound",
 )
 
 
@@ -71,6 +71,21 @@ def test_the_end_to_end_entry_has_the_burst_and_a_single_render(
     assert positive(end_to_end["single_ms"])
     assert end_to_end["pdfs"] >= 20 + 4  # a burst, the throughput run and the lone jobs
     assert set(end_to_end["stages_p50_ms"]) >= {"render_html", "pdf_generation"}
+    # The bound the burst is held to: its jobs at the measured throughput plus a lone job.
+    bound = 20 / end_to_end["pdf_per_s"] * 1000 + end_to_end["single_ms"]
+    assert report["ratios"]["burst_p95_over_bound"] == round(end_to_end["p95_ms"] / bound, 2)
+
+
+@pytest.mark.timeout(660)
+def test_cpu_per_pdf_is_split_by_process(tiny_run: tuple[dict[str, object], Path]) -> None:
+    """Every strategy's PDFs cost Chromium CPU; only the path through the queue costs Azurite's."""
+    report, _ = tiny_run
+    for name in [*STRATEGIES, "end_to_end"]:
+        shares = report[name]["cpu_ms_per_pdf"]
+        assert positive(shares["chromium"]) and positive(shares["python"]), (name, shares)
+        parts = sum(shares[part] for part in ("chromium", "driver", "python", "azurite"))
+        assert math.isclose(shares["total"], parts, abs_tol=0.5), shares
+    assert positive(report["end_to_end"]["cpu_ms_per_pdf"]["azurite"])
 
 
 @pytest.mark.timeout(660)

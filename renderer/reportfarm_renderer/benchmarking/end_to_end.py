@@ -36,13 +36,18 @@ from reportfarm.settings import StorageSettings
 from reportfarm_renderer import service
 from reportfarm_renderer.benchmarking import measuring
 from reportfarm_renderer.benchmarking.documents import Document
+from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
 
 QUEUE = CONTAINER = "bench"
 WAIT_TIMEOUT_S = 600.0
 WAIT_POLL_S = 1.0
-"""How often the client looks for result records. Times come from the records, so a slow poll
-costs no accuracy, and it keeps the client's reads from taking CPU from the renderer."""
+WAIT_WINDOW = 1
+"""How often the client looks for result records, and how many it reads at a time past the
+ones that ended (oldest first). Times come from the records, so a slow, narrow poll costs no
+accuracy, and it keeps the client's reads (the client runs on the same cores here, not in
+production) from taking CPU from the renderer."""
+BORROW_WAIT_SUM = "reportfarm_pool_borrow_wait_seconds_sum"
 STAGES = ("load_data", "render_html", renderer_api.RENDER_STAGE, "storage_upload")
 
 
@@ -70,6 +75,9 @@ class EndToEnd:
     burst_queue_wait_s: list[float] = dataclasses.field(default_factory=list)
     throughput: list[contract.ResultRecord] = dataclasses.field(default_factory=list)
     throughput_span_s: float = 0.0
+    throughput_borrow_wait_s: float = 0.0
+    """Of the throughput jobs' ``pdf_generation`` time, what they spent waiting for a browser
+    (the job taken ahead waits for one): not printing."""
     outputs: list[str] = dataclasses.field(default_factory=list)
     loads: list[float] = dataclasses.field(default_factory=list)
     """The 1-minute load average when each throughput chunk started."""
@@ -82,11 +90,10 @@ class EndToEnd:
         return len(self.throughput) / spans if spans > 0 else 0.0
 
     def browser_utilization(self, pool_size: int) -> float:
-        """The share of the throughput spans the browsers spent printing (``pdf_generation``,
-        which includes any wait to borrow one): what the queue path leaves of the ceiling."""
-        printing = (
-            sum(r.stages_ms.get(renderer_api.RENDER_STAGE, 0.0) for r in self.throughput) / 1000
-        )
+        """The share of the throughput spans the browsers spent printing (``pdf_generation``
+        less the wait to borrow a browser): what the queue path leaves of the ceiling."""
+        generation = sum(r.stages_ms.get(renderer_api.RENDER_STAGE, 0.0) for r in self.throughput)
+        printing = generation / 1000 - self.throughput_borrow_wait_s
         spans = self.throughput_span_s * pool_size
         return printing / spans if spans > 0 else 0.0
 
@@ -122,9 +129,16 @@ class Farm:
     """A running renderer and a client; each method is one phase, adding to :attr:`result`."""
 
     def __init__(
-        self, client: ReportFarmClient, documents: Sequence[Document], rng: random.Random
+        self,
+        client: ReportFarmClient,
+        documents: Sequence[Document],
+        rng: random.Random,
+        *,
+        metrics: RendererMetrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics
+        """The renderer's metrics (its pool's borrow waits), when it runs in this process."""
         self.documents = documents
         self.rng = rng
         self.result = EndToEnd()
@@ -135,7 +149,9 @@ class Farm:
     async def throughput(self, count: int, *, offset: int = 0) -> None:
         """One chunk of ``count`` jobs submitted at once."""
         self.result.loads.append(measuring.load_average())
+        waited = self._borrow_wait_s()
         records = await self._complete(count, offset=offset)
+        self.result.throughput_borrow_wait_s += self._borrow_wait_s() - waited
         first = min(_started_at(record) for record in records)
         last = max(record.finished_at or 0.0 for record in records)
         self.result.throughput_span_s += last - first
@@ -155,6 +171,12 @@ class Farm:
                 self.result.burst_s += [_latency(record) for record in records]
                 self.result.burst_queue_wait_s += [_queue_wait(record) for record in records]
 
+    def _borrow_wait_s(self) -> float:
+        if self.metrics is None:
+            return 0.0
+        value = self.metrics.registry.get_sample_value(BORROW_WAIT_SUM)
+        return value or 0.0
+
     async def check_pdfs(self) -> None:
         """Download every measured job's PDF and check it."""
         for name in self.result.outputs:
@@ -167,7 +189,9 @@ class Farm:
             for d in (self.documents[(offset + i) % len(self.documents)] for i in range(count))
         ]
         job_ids = await asyncio.gather(*(self.client.submit(item) for item in items))
-        results = await self.client.wait(job_ids, timeout_s=WAIT_TIMEOUT_S, poll_s=WAIT_POLL_S)
+        results = await self.client.wait(
+            job_ids, timeout_s=WAIT_TIMEOUT_S, poll_s=WAIT_POLL_S, window=WAIT_WINDOW
+        )
         records = [record for record in results.values() if record is not None]
         failed = [record for record in records if record.state != "succeeded"]
         if failed or len(records) < len(job_ids):
@@ -190,11 +214,11 @@ async def running(
         connection = server.connection_string
         storage = StorageSettings(connection_string=connection, queue=QUEUE, container=CONTAINER)
         async with (
-            service.running(dataclasses.replace(settings, storage=storage)),
+            service.running(dataclasses.replace(settings, storage=storage)) as renderer,
             ReportFarmClient(connection, queue=QUEUE, container=CONTAINER) as client,
         ):
             await client.ensure()
-            yield Farm(client, documents, rng)
+            yield Farm(client, documents, rng, metrics=renderer.parts.metrics)
     finally:
         await asyncio.to_thread(server.stop)
 

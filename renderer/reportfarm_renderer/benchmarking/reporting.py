@@ -10,19 +10,24 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reportfarm_renderer.benchmarking import cpu
 from reportfarm_renderer.benchmarking.strategies import STRATEGIES
 
 Report = dict[str, Any]
 
 TARGETS: dict[str, tuple[str, float, str]] = {
     "reportfarm_over_context_per_job": (">=", 3.0, "reportfarm PDFs/s / context_per_job PDFs/s"),
-    "end_to_end_over_ceiling": (">=", 0.8, "end_to_end PDFs/s / ceiling PDFs/s"),
+    "end_to_end_over_ceiling": (">=", 0.95, "end_to_end PDFs/s / ceiling PDFs/s"),
     "reportfarm_over_site_isolated": (
         ">=",
         0.9,
         "reportfarm PDFs/s / site_isolated PDFs/s (what the crash fix costs)",
     ),
-    "burst_p95_over_single": ("<=", 3.0, "p95 of 20 concurrent / a single job (submit-to-stored)"),
+    "burst_p95_over_bound": (
+        "<=",
+        1.25,
+        "p95 of 20 concurrent / (20 / end_to_end PDFs/s + a single job), submit-to-stored",
+    ),
 }
 """Ratio: (comparison, target, what it divides), from the issue's "Done when"."""
 
@@ -45,8 +50,17 @@ def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
         "reportfarm_over_site_isolated": divide(
             report["reportfarm"]["pdf_per_s"], report["site_isolated"]["pdf_per_s"]
         ),
-        "burst_p95_over_single": divide(end_to_end.get("p95_ms"), end_to_end.get("single_ms")),
+        "burst_p95_over_bound": divide(end_to_end.get("p95_ms"), burst_bound_ms(end_to_end)),
     }
+
+
+def burst_bound_ms(end_to_end: Mapping[str, Any]) -> float | None:
+    """What a burst costs at best on one pod: its jobs at the measured throughput, plus one lone
+    job's latency (the last job still has to be received, printed and stored)."""
+    rate, single, burst = (end_to_end.get(key) for key in ("pdf_per_s", "single_ms", "burst"))
+    if not rate or single is None or not burst or math.isnan(single):
+        return None
+    return round(burst / rate * 1000 + single, 1)
 
 
 def targets(values: Mapping[str, float | None]) -> dict[str, dict[str, Any]]:
@@ -84,8 +98,11 @@ def show(report: Report, console: Console) -> None:
         f"{end_to_end['single_samples_ms']}), {waited:.0f} ms of it waiting for the worker's next "
         f"receive; in the bursts a job waited {end_to_end['queue_wait_p50_ms']:.0f} ms (p50) "
         f"before a browser took it; stage p50s (ms): {end_to_end['stages_p50_ms']}; the browsers "
-        f"printed {end_to_end['browser_utilization']:.0%} of the throughput run's time"
+        f"printed {end_to_end['browser_utilization']:.0%} of the throughput run's time; "
+        f"a burst's bound (its jobs at this throughput plus a single job) is "
+        f"{burst_bound_ms(end_to_end) or float('nan'):.0f} ms"
     )
+    _show_cpu(report, console)
     checks = Table(title="ratios (one run, same machine: these are what we report)")
     for column in ("ratio", "value", "target", "met"):
         checks.add_column(column, justify="left" if column == "ratio" else "right")
@@ -98,6 +115,25 @@ def show(report: Report, console: Console) -> None:
     console.print(
         f"load average before {params['load_before']}, after {params['load_after']} "
         f"(other work on this machine makes absolute numbers noisy)"
+    )
+
+
+def _show_cpu(report: Report, console: Console) -> None:
+    """CPU milliseconds per PDF, by component: where the end-to-end path's time goes."""
+    rows = [name for name in [*STRATEGIES, "end_to_end"] if report[name].get("cpu_ms_per_pdf")]
+    if not rows:
+        return
+    table = Table(title="CPU ms per PDF, by process (all on this machine's cores)")
+    for column in ("strategy", *cpu.COMPONENTS, "total"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for name in rows:
+        shares = report[name]["cpu_ms_per_pdf"]
+        columns = (*cpu.COMPONENTS, "total")
+        table.add_row(name, *(f"{shares.get(column, 0.0):.0f}" for column in columns))
+    console.print(table)
+    console.print(
+        "python: the bench process (renderer, template renders, client); azurite: the storage "
+        "emulator, which in production runs elsewhere"
     )
 
 
