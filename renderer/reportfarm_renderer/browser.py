@@ -11,6 +11,10 @@ implements :class:`reportfarm_renderer.pool.Worker`:
   goes back to ``about:blank`` before the next job. Cookies and storage need no per-job clearing:
   without script nothing can write them, and the guard strips Set-Cookie (the tests prove it).
 - **JavaScript**: a fresh context per job (its own renderer process and storage), closed after.
+- **Printing**: CDP ``Page.printToPDF`` to a stream, read in chunks (:mod:`.printing`), on the
+  warm page's CDP session or on one opened for the job's page. A PDF bigger than one chunk goes
+  to the caller's sink while the page waits; a sink that fails stops the print and is not
+  charged to the browser (:class:`~reportfarm_renderer.pool.OutputFailed`).
 - **Memory**: PSS of the browser process and all its descendants, read from ``/proc`` (VmRSS
   where smaps_rollup is unreadable). The browser process is the one whose command line carries
   the worker's unique marker switch (Chromium ignores unknown switches and does not pass them to

@@ -2,7 +2,8 @@
 
 The pool knows nothing about browsers. A worker is anything that turns HTML into PDF bytes
 (:class:`Worker`), made by an async factory; ``browser.py`` provides the Chromium one and the unit
-tests use fakes.
+tests use fakes. A PDF too big to hold goes, while the worker is still lent, to the caller's
+:class:`Sink` (for a job: its blob's blocks); the render timeout covers that too.
 
 How a worker lives::
 
