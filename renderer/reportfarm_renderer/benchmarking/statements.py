@@ -13,10 +13,11 @@ from typing import Any
 from reportfarm import contract
 
 TEMPLATE = "statement"
-LINES_PER_PAGE = 47
-"""Lines that fill a page of the statement (measured: A4, the layout's margins and fonts)."""
-FIRST_PAGE_LINES = 24
-"""Lines on the first page, below the masthead, the student's card and the summary."""
+LINES_PER_PAGE = 46
+"""Lines in each page's table (the template's ``per_page``: what fits an A4 page)."""
+FIRST_PAGE_LINES = 22
+"""Lines on the first page, below the masthead, the student's card and the summary (the
+template's ``first_page``)."""
 _ACTIVITIES = ("新词", "复习", "测验")
 _UNITS = (
     "必修一 Unit 3",
