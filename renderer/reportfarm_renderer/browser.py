@@ -385,8 +385,14 @@ class ChromiumWorker:
             await page.goto("about:blank")
         async with self._document(page, "loading the document"):
             await page.set_content(html, wait_until="load")
-        async with self._document(page, "printing the document"):
-            pdf = await printing.print_pdf(cdp, options, sink=sink, chunk_bytes=self._chunk_bytes)
+        try:
+            async with self._document(page, "printing the document"):
+                pdf = await printing.print_pdf(
+                    cdp, options, sink=sink, chunk_bytes=self._chunk_bytes
+                )
+        except pool.OutputFailed:
+            await cdp.send("Page.stopLoading")  # the page stays warm for the next job
+            raise
         await cdp.send("Page.stopLoading")
         return pdf
 
