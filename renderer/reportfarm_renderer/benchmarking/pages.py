@@ -55,9 +55,7 @@ class Printer:
         settings: RendererSettings,
     ) -> None:
         self.pool, self.store, self.catalog, self.settings = pool, store, catalog, settings
-        self.data = {
-            size: statements.statement(statements.lines_for(size)) for size in (2, 50, 500)
-        }
+        self.data: dict[int, dict[str, Any]] = {}
         self.printed = 0
 
     def data_for(self, pages: int) -> dict[str, Any]:
