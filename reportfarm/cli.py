@@ -145,6 +145,22 @@ def _parser() -> argparse.ArgumentParser:
     lanes.add_argument("--pool-size", type=int, default=2, help="browsers in the renderer")
     lanes.add_argument("--json", action="store_true", help="print JSON")
 
+    pages = sub.add_parser(
+        "bench-pages", help="benchmark: a statement of 2, 50 and 500 pages, memory and time"
+    )
+    pages.add_argument(
+        "--pages",
+        type=lambda text: [int(size) for size in text.split(",")],
+        default=[2, 50, 500],
+        help="comma-separated page counts (default 2,50,500)",
+    )
+    pages.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
+    pages.add_argument("--repeat", type=int, default=3, help="prints per round, smaller sizes")
+    pages.add_argument("--json", action="store_true", help="print JSON")
+    pages.add_argument(
+        "--plot", type=Path, default=Path("out/bench-pages.png"), help="PNG plot path"
+    )
+
     sub.add_parser("operator", help="run the ReportPool operator (kopf); --help for its options")
     simulate = sub.add_parser("simulate", help="replay a trace through our policy and KEDA+HPA")
     simulate.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -268,6 +284,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
         return app.main(port=args.port)
     if args.command == "batch":
         return _batch(args)
+    if args.command == "bench-pages":
+        from reportfarm_renderer.benchmarking import pages as pages_bench
+
+        return pages_bench.main(
+            sizes=args.pages,
+            rounds=args.rounds,
+            repeat=args.repeat,
+            as_json=args.json,
+            plot=args.plot,
+        )
     if args.command == "bench-lanes":
         # A renderer and the gateway in one process: the renderer's benchmark gets the gateway
         # from here, the composition root (the services never import each other).

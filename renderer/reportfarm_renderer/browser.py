@@ -11,6 +11,10 @@ implements :class:`reportfarm_renderer.pool.Worker`:
   goes back to ``about:blank`` before the next job. Cookies and storage need no per-job clearing:
   without script nothing can write them, and the guard strips Set-Cookie (the tests prove it).
 - **JavaScript**: a fresh context per job (its own renderer process and storage), closed after.
+- **Printing**: CDP ``Page.printToPDF`` to a stream, read in chunks (:mod:`.printing`), on the
+  warm page's CDP session or on one opened for the job's page. A PDF bigger than one chunk goes
+  to the caller's sink while the page waits; a sink that fails stops the print and is not
+  charged to the browser (:class:`~reportfarm_renderer.pool.OutputFailed`).
 - **Memory**: PSS of the browser process and all its descendants, read from ``/proc`` (VmRSS
   where smaps_rollup is unreadable). The browser process is the one whose command line carries
   the worker's unique marker switch (Chromium ignores unknown switches and does not pass them to
@@ -45,7 +49,7 @@ import secrets
 import shutil
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, overload
 
 # The error Playwright raises when the page, its context or the browser has gone; not re-exported
 # by playwright.async_api (1.65), and the one sure sign that the failure is not the document's.
@@ -61,7 +65,7 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from reportfarm import contract, margins
-from reportfarm_renderer import network, pool
+from reportfarm_renderer import network, pool, printing
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +111,7 @@ class ChromiumLauncher:
 
     ``executable_path`` None: Playwright's own Chromium if installed, else ``chromium`` on PATH.
     The launcher owns ``guard`` (a default one blocks every remote host) and closes it.
+    ``chunk_bytes``: how much of a PDF is read from Chromium at a time (:mod:`.printing`).
     """
 
     def __init__(
@@ -116,8 +121,10 @@ class ChromiumLauncher:
         guard: network.NetworkGuard | None = None,
         extra_args: Sequence[str] = (),
         launch_timeout: float = 30.0,
+        chunk_bytes: int = printing.CHUNK_BYTES,
     ) -> None:
         self._executable = executable_path
+        self._chunk_bytes = chunk_bytes
         self.guard = guard or network.NetworkGuard()
         self._extra_args = tuple(extra_args)
         self._launch_timeout = launch_timeout
@@ -186,7 +193,9 @@ class ChromiumLauncher:
         except asyncio.CancelledError:
             launching.add_done_callback(self._close_stray)
             raise
-        worker = ChromiumWorker(browser, marker=marker, guard=self.guard)
+        worker = ChromiumWorker(
+            browser, marker=marker, guard=self.guard, chunk_bytes=self._chunk_bytes
+        )
         try:
             await worker.prepare()
         except BaseException:
@@ -205,8 +214,16 @@ class ChromiumLauncher:
 class ChromiumWorker:
     """One browser; see the module docstring. Use through the pool: one render at a time."""
 
-    def __init__(self, browser: Browser, *, marker: str, guard: network.NetworkGuard) -> None:
+    def __init__(
+        self,
+        browser: Browser,
+        *,
+        marker: str,
+        guard: network.NetworkGuard,
+        chunk_bytes: int = printing.CHUNK_BYTES,
+    ) -> None:
         self.jobs_done = 0
+        self._chunk_bytes = chunk_bytes
         self.page_crashes = 0
         self.pid: int | None = None
         self._browser = browser
@@ -232,11 +249,30 @@ class ChromiumWorker:
         self.pid = await asyncio.to_thread(_find_browser_pid, self._marker)
         log.info("browser launched (pid %s)", self.pid)
 
-    async def render(self, html: str, options: contract.PdfOptions, *, javascript: bool) -> bytes:
+    @overload
+    async def render(
+        self, html: str, options: contract.PdfOptions, *, javascript: bool
+    ) -> bytes: ...
+
+    @overload
+    async def render(
+        self, html: str, options: contract.PdfOptions, *, javascript: bool, sink: pool.Sink | None
+    ) -> bytes | None: ...
+
+    async def render(
+        self,
+        html: str,
+        options: contract.PdfOptions,
+        *,
+        javascript: bool,
+        sink: pool.Sink | None = None,
+    ) -> bytes | None:
+        """The PDF whole, or None once a PDF longer than one chunk went to ``sink`` (see
+        :mod:`.printing`)."""
         _check_margins(options)
         try:
             try:
-                pdf = await self._render_once(html, options, javascript=javascript)
+                pdf = await self._render_once(html, options, javascript=javascript, sink=sink)
             except PageCrashed as crash:
                 # A header Chromium cannot print and a renderer killed from outside end alike
                 # (measured): once more on a fresh page in this browser tells them apart.
@@ -249,12 +285,14 @@ class ChromiumWorker:
                     if self._broken:
                         raise
                 try:
-                    pdf = await self._render_once(html, options, javascript=javascript)
+                    pdf = await self._render_once(html, options, javascript=javascript, sink=sink)
                 except PageCrashed as again:
                     raise pool.DocumentError(
                         f"{again.step} failed: {again.message} (the page crashed, and again "
                         "on a fresh page)"
                     ) from again
+        except pool.OutputFailed:
+            raise  # the caller's sink failed; the print itself ended well
         except pool.DocumentError:
             if not javascript:
                 # A page whose print failed crashes on its next document (measured): the job
@@ -268,19 +306,19 @@ class ChromiumWorker:
         return pdf
 
     async def _render_once(
-        self, html: str, options: contract.PdfOptions, *, javascript: bool
-    ) -> bytes:
+        self, html: str, options: contract.PdfOptions, *, javascript: bool, sink: pool.Sink | None
+    ) -> bytes | None:
         if javascript:
-            return await self._unless_gone(self._render_isolated(html, options))
+            return await self._unless_gone(self._render_isolated(html, options, sink))
         if self._page in self._warm_crashed:
             # Its renderer died between jobs (killed from outside): a fresh page, not a crash.
             log.warning("browser pid %s: the warm page crashed while idle; renewing it", self.pid)
             await self._renew_warm_page()
             if self._broken:
                 raise RuntimeError(f"browser pid {self.pid}: the warm page could not be renewed")
-        return await self._unless_gone(self._render_warm(html, options))
+        return await self._unless_gone(self._render_warm(html, options, sink))
 
-    async def _unless_gone(self, rendering: Coroutine[Any, Any, bytes]) -> bytes:
+    async def _unless_gone(self, rendering: Coroutine[Any, Any, bytes | None]) -> bytes | None:
         """Run the render while the browser process lives. A browser killed mid-render is not
         always seen by the driver (a child that outlives it can hold the pipe open, measured:
         the render then hangs until the pool's timeout and would be charged to the document as a
@@ -308,7 +346,7 @@ class ChromiumWorker:
         self._page = page = await context.new_page()
         page.on("crash", lambda _: self._warm_crashed.add(page))
         self._cdp = await context.new_cdp_session(page)
-        await self._render_warm("<p></p>", contract.PdfOptions())
+        await self._render_warm("<p></p>", contract.PdfOptions(), None)
 
     async def _renew_warm_page(self) -> None:
         """Close the warm page's context and open another; if that fails, the worker is broken."""
@@ -338,19 +376,29 @@ class ChromiumWorker:
             if self.pid is not None:
                 await asyncio.to_thread(_kill_tree, self.pid, self._marker)
 
-    async def _render_warm(self, html: str, options: contract.PdfOptions) -> bytes:
+    async def _render_warm(
+        self, html: str, options: contract.PdfOptions, sink: pool.Sink | None
+    ) -> bytes | None:
         assert self._page is not None and self._cdp is not None, "prepare() first"
-        page = self._page
+        page, cdp = self._page, self._cdp
         if page.url != "about:blank":
             await page.goto("about:blank")
         async with self._document(page, "loading the document"):
             await page.set_content(html, wait_until="load")
-        async with self._document(page, "printing the document"):
-            pdf = await page.pdf(**options.playwright_kwargs())
-        await self._cdp.send("Page.stopLoading")
+        try:
+            async with self._document(page, "printing the document"):
+                pdf = await printing.print_pdf(
+                    cdp, options, sink=sink, chunk_bytes=self._chunk_bytes
+                )
+        except pool.OutputFailed:
+            await cdp.send("Page.stopLoading")  # the page stays warm for the next job
+            raise
+        await cdp.send("Page.stopLoading")
         return pdf
 
-    async def _render_isolated(self, html: str, options: contract.PdfOptions) -> bytes:
+    async def _render_isolated(
+        self, html: str, options: contract.PdfOptions, sink: pool.Sink | None
+    ) -> bytes | None:
         """A context of its own. A script that navigates while the document loads would leave
         ``set_content`` waiting for a load event that never comes: fail it at once instead."""
         navigated: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -376,8 +424,11 @@ class ChromiumWorker:
                 )
             async with self._document(page, "loading the document"):
                 loading.result()
+            cdp = await context.new_cdp_session(page)
             async with self._document(page, "printing the document"):
-                return await page.pdf(**options.playwright_kwargs())
+                return await printing.print_pdf(
+                    cdp, options, sink=sink, chunk_bytes=self._chunk_bytes
+                )
         finally:
             if self._browser.is_connected():
                 await context.close()

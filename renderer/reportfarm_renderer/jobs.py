@@ -23,8 +23,8 @@ from reportfarm import backoff, contract, outcomes, renderer_api
 from reportfarm.storage import errors as storage_errors
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import Delivery, JobQueue
+from reportfarm_renderer import output, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer import templates
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
 
@@ -133,28 +133,30 @@ class JobRunner:
             data = await self._load_data(job)
         with self._stage("render_html", stages):
             html = await asyncio.to_thread(self._render_html, job.template, data)
+        # A PDF too big to hold streams into its blob while it prints (pdf_generation then
+        # includes those block uploads, storage_upload only the commit): see output.py.
+        pdf_output = output.PdfOutput(self.blobs, job.output, limit=self.settings.max_pdf_bytes)
         with self._stage(renderer_api.RENDER_STAGE, stages):
             try:
                 pdf = await self.pool.render(
-                    html, job.pdf, javascript=self.catalog.wants_javascript(job.template)
+                    html,
+                    job.pdf,
+                    javascript=self.catalog.wants_javascript(job.template),
+                    sink=pdf_output,
                 )
             finally:
                 printed()  # the browser is free: the next job may be taken while this one stores
-        if len(pdf) > self.settings.max_pdf_bytes:
-            raise outcomes.PermanentError(
-                f"PDF is {len(pdf)} bytes, over the limit of {self.settings.max_pdf_bytes}"
-            )
         with self._stage("storage_upload", stages), storage_errors.classified("upload"):
             upload_started = time.monotonic()
-            await self.blobs.put(job.output, pdf, content_type="application/pdf")
+            size = await pdf_output.store(pdf)
             # The record holds the PDF's upload time; the log line has the record's write too.
             record = self._record(
                 job, delivery, "succeeded", {**stages, "storage_upload": _ms(upload_started)}
             )
-            record.output_blob, record.output_bytes = job.output, len(pdf)
+            record.output_blob, record.output_bytes = job.output, size
             await self.blobs.put_result(record)
             await self._announce(record)
-        return len(pdf)
+        return size
 
     def _render_html(self, name: str, data: Mapping[str, Any]) -> str:
         return self.catalog.render(name, data)  # a TemplateError is permanent

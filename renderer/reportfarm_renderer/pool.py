@@ -2,7 +2,8 @@
 
 The pool knows nothing about browsers. A worker is anything that turns HTML into PDF bytes
 (:class:`Worker`), made by an async factory; ``browser.py`` provides the Chromium one and the unit
-tests use fakes.
+tests use fakes. A PDF too big to hold goes, while the worker is still lent, to the caller's
+:class:`Sink` (for a job: its blob's blocks); the render timeout covers that too.
 
 How a worker lives::
 
@@ -30,7 +31,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from reportfarm import backoff, contract, outcomes
 
@@ -40,6 +41,14 @@ _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 30.0
 _CLOSE_TIMEOUT = 30.0
 _MEMORY_TIMEOUT = 10.0
+
+
+class Sink(Protocol):
+    """Where a PDF too big to hold goes, chunk by chunk, while its worker is still lent out."""
+
+    async def write(self, chunk: bytes) -> None:
+        """Take the next chunk; raising stops the print (the worker stays healthy)."""
+        ...
 
 
 class Worker(Protocol):
@@ -54,8 +63,10 @@ class Worker(Protocol):
         ...
 
     async def render(
-        self, html: str, options: contract.PdfOptions, *, javascript: bool
-    ) -> bytes: ...
+        self, html: str, options: contract.PdfOptions, *, javascript: bool, sink: Sink | None
+    ) -> bytes | None:
+        """The PDF whole, or None when it was too big to hold and went to ``sink`` (given)."""
+        ...
 
     async def rss_bytes(self) -> int:
         """Memory used by the worker's processes, in bytes."""
@@ -105,6 +116,15 @@ class DocumentError(PoolError, outcomes.PermanentError):
     @property
     def description(self) -> str:
         return f"DocumentError: {self}"
+
+
+class OutputFailed(Exception):
+    """The caller's :class:`Sink` raised ``error`` during a render: neither the worker's fault
+    nor the document's. The worker goes back to the pool and the pool raises ``error`` itself."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(f"the PDF's sink failed: {error!r}")
+        self.error = error
 
 
 class PoolClosed(PoolError, outcomes.TemporaryError):
@@ -262,22 +282,44 @@ class BrowserPool:
         self._ready = True
         log.info("pool started with %d workers", len(workers))
 
+    @overload
     async def render(
         self, html: str, options: contract.PdfOptions, *, javascript: bool = False
-    ) -> bytes:
-        """Render on a borrowed worker. Raises a :class:`PoolError` subclass on failure."""
+    ) -> bytes: ...
+
+    @overload
+    async def render(
+        self, html: str, options: contract.PdfOptions, *, javascript: bool = False, sink: Sink
+    ) -> bytes | None: ...
+
+    async def render(
+        self,
+        html: str,
+        options: contract.PdfOptions,
+        *,
+        javascript: bool = False,
+        sink: Sink | None = None,
+    ) -> bytes | None:
+        """Render on a borrowed worker. Raises a :class:`PoolError` subclass on failure, or what
+        ``sink`` raised.
+
+        With a ``sink``, a PDF too big to hold streams into it and None is returned; the render
+        timeout then covers the sink's writes too (the worker is held until the last chunk)."""
         slot = await self._borrow()
         started = time.monotonic()
         failure: str | None = "cancelled"  # why the worker must go; None: it may stay
         ok = False
         try:
             async with asyncio.timeout(self._render_timeout):
-                pdf = await slot.worker.render(html, options, javascript=javascript)
+                pdf = await slot.worker.render(html, options, javascript=javascript, sink=sink)
             failure, ok = None, True
             return pdf
         except DocumentError:
             failure = None
             raise
+        except OutputFailed as failed:
+            failure = None
+            raise failed.error from failed.error.__cause__
         except TimeoutError:
             failure = "render_timeout"
             raise RenderTimeout(f"render exceeded {self._render_timeout}s") from None

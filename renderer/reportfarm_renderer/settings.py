@@ -51,8 +51,11 @@ class RendererSettings(common.FromEnv):
     """REPORTFARM_MAX_RENDER_TIMEOUTS: deliveries that hit the render timeout before poison."""
     borrow_timeout: float = common.setting(Var.BORROW_TIMEOUT, 30.0)
     """REPORTFARM_BORROW_TIMEOUT: seconds a job waits for a free browser."""
-    render_timeout: float = common.setting(Var.RENDER_TIMEOUT, 30.0)
-    """REPORTFARM_RENDER_TIMEOUT: seconds for the whole page work of one job (load + print)."""
+    render_timeout: float = common.setting(Var.RENDER_TIMEOUT, 180.0)
+    """REPORTFARM_RENDER_TIMEOUT: seconds for the whole page work of one job (load, print and,
+    for a PDF too big to hold, its streamed upload). Sized for a 500-page statement on a busy
+    2-core node (~25 s at best here, ~100 s at a load average of 27: measured); an endless script
+    holds its browser this long on each of its ``max_render_timeouts`` deliveries."""
     launch_timeout: float = common.setting(Var.LAUNCH_TIMEOUT, 30.0)
     """REPORTFARM_LAUNCH_TIMEOUT: seconds for one browser to start."""
     recycle_after_jobs: int = common.setting(Var.RECYCLE_AFTER_JOBS, 100, minimum=1)

@@ -3,7 +3,7 @@ queue and in its result record, and the renderer serves the next job as before.
 
 The bounds, tightened for the test (production defaults in brackets):
 
-- render timeout 10 s [30 s], poisoned at the first timeout [after 2 deliveries]: an endless
+- render timeout 10 s [180 s], poisoned at the first timeout [after 2 deliveries]: an endless
   script; a document of 5,000 pages (Chromium needs far longer than 10 s to print it; should a
   fast machine print it in time, the PDF cap catches it instead: 5,000 pages are ~2.5 MB);
 - PDF cap 1 MiB [100 MiB];

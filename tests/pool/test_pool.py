@@ -29,7 +29,14 @@ class FakeWorker:
         self.stopped = asyncio.Event()
         self.on_return: Callable[[], None] | None = None
 
-    async def render(self, html: str, options: contract.PdfOptions, *, javascript: bool) -> bytes:
+    async def render(
+        self,
+        html: str,
+        options: contract.PdfOptions,
+        *,
+        javascript: bool,
+        sink: pooling.Sink | None = None,
+    ) -> bytes:
         self.farm.running += 1
         self.farm.peak = max(self.farm.peak, self.farm.running)
         try:
@@ -37,6 +44,8 @@ class FakeWorker:
                 raise RuntimeError("the browser fell over")
             if html == "bad-document":
                 raise pooling.DocumentError("the document navigates away")
+            if html == "sink-fails":  # what the Chromium worker raises when the sink does
+                raise pooling.OutputFailed(ValueError("the blob store refused a block"))
             if html == "hang":  # until closed, like a browser stuck in a script
                 await self.stopped.wait()
                 raise RuntimeError("target closed")
@@ -234,6 +243,18 @@ async def test_a_document_error_keeps_the_worker(farm: Farm, events: Events) -> 
         assert await pool.render("ok", OPTIONS) == b"%PDF worker 1"
         assert not farm.workers[0].closed and events.named("worker_replaced") == []
         assert [args[1] for args in events.named("render_finished")] == [False, True]
+
+
+async def test_a_failing_sink_raises_its_own_error_and_keeps_the_worker(
+    farm: Farm, events: Events
+) -> None:
+    """A blob store refusing a streamed block is not the browser's fault: the caller gets the
+    store's error (for its own retry decision) and the worker stays."""
+    async with make_pool(farm, events, size=1) as pool:
+        with pytest.raises(ValueError, match="refused a block"):
+            await pool.render("sink-fails", OPTIONS)
+        assert await pool.render("ok", OPTIONS) == b"%PDF worker 1"
+        assert not farm.workers[0].closed and events.named("worker_replaced") == []
 
 
 async def test_a_dead_idle_worker_is_replaced_before_it_is_lent(farm: Farm, events: Events) -> None:

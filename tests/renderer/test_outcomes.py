@@ -33,7 +33,9 @@ class FailingPool:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    async def render(self, html: str, options: contract.PdfOptions, *, javascript: bool) -> bytes:
+    async def render(
+        self, html: str, options: contract.PdfOptions, *, javascript: bool, sink: object = None
+    ) -> bytes:
         raise self.error
 
 

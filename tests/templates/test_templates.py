@@ -10,6 +10,7 @@ from typing import Any
 import jinja2.sandbox
 import pytest
 from reportfarm_renderer import templates
+from reportfarm_renderer.benchmarking import statements
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -348,10 +349,24 @@ def test_examples_render_their_sample_data(
     assert not examples.wants_javascript(name)
 
 
-def test_examples_catalog_holds_exactly_the_two_reports(
+def test_examples_catalog_holds_exactly_the_three_reports(
     examples: templates.TemplateCatalog,
 ) -> None:
-    assert examples.names == ["achievement", "outlook"]
+    assert examples.names == ["achievement", "outlook", "statement"]
+
+
+@pytest.mark.parametrize("lines", [1, 30, 2000])
+def test_the_statement_has_a_row_per_line_and_its_balance(
+    examples: templates.TemplateCatalog, lines: int
+) -> None:
+    """The big report's size follows its data (its rows), and it ends with the closing balance
+    and its number, which ``bench-pages`` looks for on the last page."""
+    data = statements.statement(lines)
+    html = examples.render("statement", data)
+    assert html.count("<tr><td>") == lines
+    balance = data["opening_balance"] + sum(line["points"] for line in data["lines"])
+    assert f"期末积分 {balance} · 账单编号 {statements.report_no(lines)}" in html
+    assert not examples.wants_javascript("statement")
 
 
 def test_every_batch_line_renders(examples: templates.TemplateCatalog) -> None:
