@@ -521,6 +521,53 @@ def _process_memory(pid: int) -> int:
     return 0
 
 
+def marker_arg(token: str) -> str:
+    """The switch that marks a browser's command line, to find its processes in ``/proc``."""
+    return f"{_MARKER}={token}"
+
+
+def marked_tree_memory(marker: str) -> int:
+    """PSS of the browser launched with ``marker`` (see :func:`marker_arg`) and its descendants;
+    0 if it is not running."""
+    pid = _find_browser_pid(marker)
+    if pid is None:
+        return 0
+    try:
+        return _tree_memory(pid, marker)
+    except ProcessLookupError:
+        return 0
+
+
+def marked_tree_cpu_seconds(marker: str) -> float:
+    """CPU time (user + system) the marked browser and its live descendants have used: a cost
+    that other work on the machine hardly changes, unlike wall time. 0 if it is not running."""
+    pid = _find_browser_pid(marker)
+    try:
+        members = [] if pid is None else _tree(pid, marker)
+    except ProcessLookupError:
+        return 0.0
+    return sum(process_cpu_seconds(member) for member in members)
+
+
+def driver_pid() -> int | None:
+    """The Playwright driver this process started (a ``node`` child), if there is one."""
+    mine = os.getpid()
+    for child, parent in _parents().items():
+        if parent == mine and "run-driver" in _cmdline(child):
+            return child
+    return None
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process, 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _kill_tree(pid: int, marker: str) -> None:
     try:
         members = _tree(pid, marker)
