@@ -57,10 +57,10 @@ def phases(jobs: int) -> end_to_end.Phases:
     return end_to_end.Phases(singles=max(2, min(5, jobs // 12)), bursts=max(1, min(3, jobs // 20)))
 
 
-def warmup(name: str, pool_size: int) -> int:
+def warmup(name: str, lanes: int) -> int:
     """Untimed documents before a strategy's timed ones: two per lane (one for a browser per
     job, whose every job starts cold anyway)."""
-    return pool_size if name == "browser_per_job" else 2 * pool_size
+    return lanes if name == "browser_per_job" else 2 * lanes
 
 
 async def run(
@@ -95,9 +95,8 @@ async def run(
             end_to_end.running(documents, settings=settings, rng=random.Random(SEED))
         )
         for name, job in printers.items():
-            await measuring.warm_up(
-                job, documents, count=warmup(name, pool_size), concurrency=pool_size
-            )
+            lanes = strategies.lanes(name, lab, pool_size)
+            await measuring.warm_up(job, documents, count=warmup(name, lanes), concurrency=lanes)
         await farm.warm_up(2 * pool_size)
         order = [*strategies.STRATEGIES, END_TO_END]
         for index, count in enumerate(chunks):
@@ -112,7 +111,7 @@ async def run(
                         documents,
                         run=runs[name],
                         count=count,
-                        concurrency=pool_size,
+                        concurrency=strategies.lanes(name, lab, pool_size),
                         offset=offset,
                     )
         console.log(f"end_to_end: {plan.singles} lone jobs, {plan.bursts} bursts of {plan.burst}")
@@ -124,10 +123,14 @@ async def run(
     report["targets"] = reporting.targets(report["ratios"])
     report["parameters"] = {
         "pool_size": pool_size,
+        "pages_per_browser": settings.pages_per_browser,
         "jobs": jobs,
         "rounds": chunks,
         "documents": len(documents),
-        "warmup": {name: warmup(name, pool_size) for name in strategies.STRATEGIES},
+        "warmup": {
+            name: warmup(name, strategies.lanes(name, lab, pool_size))
+            for name in strategies.STRATEGIES
+        },
         "cpu_count": os.cpu_count(),
         "chromium": lab.chromium_version,
         "chromium_path": launcher.executable_path or "playwright's own",

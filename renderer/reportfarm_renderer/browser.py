@@ -4,12 +4,16 @@
 guard; its :meth:`~ChromiumLauncher.new_worker` is the pool's factory. A :class:`ChromiumWorker`
 implements :class:`reportfarm_renderer.pool.Worker`:
 
-- **No JavaScript** (the default): one long-lived context with JavaScript disabled and one page,
-  reused job after job (about 3x faster than a context per job). ``set_content`` replaces the
-  document; afterwards ``Page.stopLoading`` cancels whatever the old document still had
-  scheduled (a meta refresh survives ``set_content``: measured), and a page that navigated away
-  goes back to ``about:blank`` before the next job. Cookies and storage need no per-job clearing:
-  without script nothing can write them, and the guard strips Set-Cookie (the tests prove it).
+- **No JavaScript** (the default): long-lived warm pages, each in its own context with
+  JavaScript disabled (so each its own renderer process and storage), reused job after job
+  (about 3x faster than a context per job). A browser has ``pages`` of them and prints that many
+  documents at once (the pool lends it that often): what they share is the browser process, its
+  network service and the driver, never a context, a renderer process or storage.
+  ``set_content`` replaces the document; afterwards ``Page.stopLoading`` cancels whatever the
+  old document still had scheduled (a meta refresh survives ``set_content``: measured), and a
+  page that navigated away goes back to ``about:blank`` before the next job. Cookies and storage
+  need no per-job clearing: without script nothing can write them, and the guard strips
+  Set-Cookie (the tests prove it).
 - **JavaScript**: a fresh context per job (its own renderer process and storage), closed after.
 - **Memory**: PSS of the browser process and all its descendants, read from ``/proc`` (VmRSS
   where smaps_rollup is unreadable). The browser process is the one whose command line carries
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -102,6 +107,15 @@ class BrowserGone(RuntimeError):
     """The browser process exited during a render (a crash: the pool replaces the worker)."""
 
 
+@dataclasses.dataclass(eq=False)
+class _WarmPage:
+    """A reusable page in a context of its own, with its CDP session; renewing it replaces
+    both (None while that fails)."""
+
+    page: Page | None = None
+    cdp: CDPSession | None = None
+
+
 class ChromiumLauncher:
     """Starts the Playwright driver once and launches one browser per worker.
 
@@ -156,8 +170,11 @@ class ChromiumLauncher:
             await self._playwright.stop()
             self._playwright = None
 
-    async def new_worker(self, *, site_isolation_trials: bool = False) -> ChromiumWorker:
-        """Launch a browser and warm its page: the pool's worker factory. Safe to cancel.
+    async def new_worker(
+        self, *, pages: int = 1, site_isolation_trials: bool = False
+    ) -> ChromiumWorker:
+        """Launch a browser and warm its ``pages`` pages: the pool's worker factory. Safe to
+        cancel.
 
         ``site_isolation_trials``: keep Chromium's default (only for measuring its cost)."""
         marker = secrets.token_hex(8)
@@ -186,7 +203,7 @@ class ChromiumLauncher:
         except asyncio.CancelledError:
             launching.add_done_callback(self._close_stray)
             raise
-        worker = ChromiumWorker(browser, marker=marker, guard=self.guard)
+        worker = ChromiumWorker(browser, marker=marker, guard=self.guard, pages=pages)
         try:
             await worker.prepare()
         except BaseException:
@@ -203,18 +220,21 @@ class ChromiumLauncher:
 
 
 class ChromiumWorker:
-    """One browser; see the module docstring. Use through the pool: one render at a time."""
+    """One browser; see the module docstring. Use through the pool: at most ``pages`` renders at
+    a time."""
 
-    def __init__(self, browser: Browser, *, marker: str, guard: network.NetworkGuard) -> None:
+    def __init__(
+        self, browser: Browser, *, marker: str, guard: network.NetworkGuard, pages: int = 1
+    ) -> None:
         self.jobs_done = 0
         self.page_crashes = 0
         self.pid: int | None = None
         self._browser = browser
         self._marker = f"{_MARKER}={marker}"
         self._guard = guard
-        self._page: Page | None = None
+        self.pages = pages
+        self._free: list[_WarmPage] = []  # warm pages not printing now
         self._warm_crashed: set[Page] = set()  # warm pages whose renderer died, found by events
-        self._cdp: CDPSession | None = None
         self._broken = False
         self._closed = False
         browser.on("disconnected", self._on_disconnected)
@@ -227,16 +247,32 @@ class ChromiumWorker:
         return not (self._broken or self._closed) and self._browser.is_connected()
 
     async def prepare(self) -> None:
-        """Open and warm the reusable page; find the browser's pid."""
-        await self._open_warm_page()
+        """Open and warm the reusable pages; find the browser's pid."""
+        for _ in range(self.pages):
+            warm = _WarmPage()
+            await self._open_warm_page(warm)
+            self._free.append(warm)
         self.pid = await asyncio.to_thread(_find_browser_pid, self._marker)
         log.info("browser launched (pid %s)", self.pid)
 
     async def render(self, html: str, options: contract.PdfOptions, *, javascript: bool) -> bytes:
         _check_margins(options)
+        if javascript:
+            return await self._render(html, options, None)
+        if not self._free:
+            raise RuntimeError(f"browser pid {self.pid}: more renders than its {self.pages} pages")
+        warm = self._free.pop()
+        try:
+            return await self._render(html, options, warm)
+        finally:
+            self._free.append(warm)
+
+    async def _render(
+        self, html: str, options: contract.PdfOptions, warm: _WarmPage | None
+    ) -> bytes:
         try:
             try:
-                pdf = await self._render_once(html, options, javascript=javascript)
+                pdf = await self._render_once(html, options, warm)
             except PageCrashed as crash:
                 # A header Chromium cannot print and a renderer killed from outside end alike
                 # (measured): once more on a fresh page in this browser tells them apart.
@@ -244,22 +280,22 @@ class ChromiumWorker:
                     "browser pid %s: %s; rendering once more on a fresh page", self.pid, crash
                 )
                 self.page_crashes += 1
-                if not javascript:
-                    await self._renew_warm_page()
+                if warm is not None:
+                    await self._renew_warm_page(warm)
                     if self._broken:
                         raise
                 try:
-                    pdf = await self._render_once(html, options, javascript=javascript)
+                    pdf = await self._render_once(html, options, warm)
                 except PageCrashed as again:
                     raise pool.DocumentError(
                         f"{again.step} failed: {again.message} (the page crashed, and again "
                         "on a fresh page)"
                     ) from again
         except pool.DocumentError:
-            if not javascript:
+            if warm is not None:
                 # A page whose print failed crashes on its next document (measured): the job
                 # was the document's fault, but the next one starts on a new warm page.
-                await self._renew_warm_page()
+                await self._renew_warm_page(warm)
             raise
         except BaseException:
             self._broken = True  # the page is in an unknown state: the pool replaces us
@@ -268,17 +304,17 @@ class ChromiumWorker:
         return pdf
 
     async def _render_once(
-        self, html: str, options: contract.PdfOptions, *, javascript: bool
+        self, html: str, options: contract.PdfOptions, warm: _WarmPage | None
     ) -> bytes:
-        if javascript:
+        if warm is None:
             return await self._unless_gone(self._render_isolated(html, options))
-        if self._page in self._warm_crashed:
+        if warm.page in self._warm_crashed:
             # Its renderer died between jobs (killed from outside): a fresh page, not a crash.
             log.warning("browser pid %s: the warm page crashed while idle; renewing it", self.pid)
-            await self._renew_warm_page()
+            await self._renew_warm_page(warm)
             if self._broken:
                 raise RuntimeError(f"browser pid {self.pid}: the warm page could not be renewed")
-        return await self._unless_gone(self._render_warm(html, options))
+        return await self._unless_gone(self._render_warm(warm, html, options))
 
     async def _unless_gone(self, rendering: Coroutine[Any, Any, bytes]) -> bytes:
         """Run the render while the browser process lives. A browser killed mid-render is not
@@ -303,21 +339,21 @@ class ChromiumWorker:
         """Whether the browser process still runs (unknown pid: assumed so)."""
         return self.pid is None or _running(self.pid, self._marker)
 
-    async def _open_warm_page(self) -> None:
+    async def _open_warm_page(self, warm: _WarmPage) -> None:
         context = await self._new_context(javascript=False)
-        self._page = page = await context.new_page()
+        warm.page = page = await context.new_page()
         page.on("crash", lambda _: self._warm_crashed.add(page))
-        self._cdp = await context.new_cdp_session(page)
-        await self._render_warm("<p></p>", contract.PdfOptions())
+        warm.cdp = await context.new_cdp_session(page)
+        await self._render_warm(warm, "<p></p>", contract.PdfOptions())
 
-    async def _renew_warm_page(self) -> None:
+    async def _renew_warm_page(self, warm: _WarmPage) -> None:
         """Close the warm page's context and open another; if that fails, the worker is broken."""
-        old, self._page, self._cdp = self._page, None, None
+        old, warm.page, warm.cdp = warm.page, None, None
         try:
             if old is not None:
                 self._warm_crashed.discard(old)
                 await old.context.close()
-            await self._open_warm_page()
+            await self._open_warm_page(warm)
         except Exception as error:
             log.warning("could not renew the warm page of browser pid %s: %r", self.pid, error)
             self._broken = True
@@ -338,16 +374,16 @@ class ChromiumWorker:
             if self.pid is not None:
                 await asyncio.to_thread(_kill_tree, self.pid, self._marker)
 
-    async def _render_warm(self, html: str, options: contract.PdfOptions) -> bytes:
-        assert self._page is not None and self._cdp is not None, "prepare() first"
-        page = self._page
+    async def _render_warm(self, warm: _WarmPage, html: str, options: contract.PdfOptions) -> bytes:
+        assert warm.page is not None and warm.cdp is not None, "prepare() first"
+        page = warm.page
         if page.url != "about:blank":
             await page.goto("about:blank")
         async with self._document(page, "loading the document"):
             await page.set_content(html, wait_until="load")
         async with self._document(page, "printing the document"):
             pdf = await page.pdf(**options.playwright_kwargs())
-        await self._cdp.send("Page.stopLoading")
+        await warm.cdp.send("Page.stopLoading")
         return pdf
 
     async def _render_isolated(self, html: str, options: contract.PdfOptions) -> bytes:

@@ -41,6 +41,11 @@ class RendererSettings(common.FromEnv):
     """REPORTFARM_TEMPLATES: the folder of Jinja2 templates (in Kubernetes, a mounted ConfigMap)."""
     pool_size: int = dataclasses.field(default_factory=default_pool_size)
     """REPORTFARM_POOL_SIZE: browsers in the pool at start (default: cores, bounded by memory)."""
+    pages_per_browser: int = common.setting(Var.PAGES_PER_BROWSER, 2, minimum=1)
+    """REPORTFARM_PAGES_PER_BROWSER: warm pages per browser, each printing one job at a time in a
+    context of its own; the pool takes pool size x this many jobs at once. 2 measured best per
+    core at the same memory per PDF/s (``reportfarm bench-print``): one print leaves a core half
+    idle while it waits on the browser."""
     port: int = renderer_api.PORT
     """REPORTFARM_PORT: HTTP port for /healthz, /readyz, /metrics and /pool."""
     visibility_timeout: int = 60

@@ -69,7 +69,7 @@ class QueueWorker:
         one taken ahead, so a browser does not idle while a finished job uploads and deletes
         its message (measured: browsers 90% busy without it, at the ceiling with it)."""
         ahead = TAKE_AHEAD if self.pool.size else 0
-        return max(0, min(MAX_BATCH, self.pool.size + ahead - self.running))
+        return max(0, min(MAX_BATCH, self.pool.lanes + ahead - self.running))
 
     async def run(self) -> None:
         keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
