@@ -80,7 +80,10 @@ BASE_ARGS = (
     "--no-first-run",
     "--disable-quic",
 )
-"""Flags that work headless, as root, in a container."""
+"""Flags that work headless, as root, in a container. Others that might cut work a print never
+needs (``--in-process-gpu``, ``--disable-software-rasterizer``, ``--no-zygote``, font hinting,
+raster threads, ``--run-all-compositor-stages-before-draw``) changed neither the CPU time per
+PDF nor, beyond noise, PDFs/s or memory (``reportfarm bench-print --flags``): none is kept."""
 STABILITY_ARGS = ("--disable-site-isolation-trials",)
 """Flags every worker's browser gets so that no sequence of documents crashes it (see the
 module docstring); ``new_worker(site_isolation_trials=True)`` leaves them out (the benchmark

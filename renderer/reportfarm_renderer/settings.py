@@ -13,6 +13,8 @@ from reportfarm import contract, renderer_api
 from reportfarm import settings as common
 from reportfarm.renderer_api import Var
 
+DEFAULT_PAGES_PER_BROWSER = 2
+"""Measured best per core at no more memory per PDF/s (``reportfarm bench-print``)."""
 BROWSER_MEMORY_BYTES = 500 * 2**20
 """What one browser holds after rendering (measured here: ~500 MiB PSS); sizes the default pool."""
 
@@ -41,7 +43,9 @@ class RendererSettings(common.FromEnv):
     """REPORTFARM_TEMPLATES: the folder of Jinja2 templates (in Kubernetes, a mounted ConfigMap)."""
     pool_size: int = dataclasses.field(default_factory=default_pool_size)
     """REPORTFARM_POOL_SIZE: browsers in the pool at start (default: cores, bounded by memory)."""
-    pages_per_browser: int = common.setting(Var.PAGES_PER_BROWSER, 2, minimum=1)
+    pages_per_browser: int = common.setting(
+        Var.PAGES_PER_BROWSER, DEFAULT_PAGES_PER_BROWSER, minimum=1
+    )
     """REPORTFARM_PAGES_PER_BROWSER: warm pages per browser, each printing one job at a time in a
     context of its own; the pool takes pool size x this many jobs at once. 2 measured best per
     core at the same memory per PDF/s (``reportfarm bench-print``): one print leaves a core half

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from reportfarm_renderer.benchmarking import printing
 
+
 def positive(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
@@ -29,7 +30,13 @@ def test_a_tiny_sweep_reports_every_variant_against_today(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     report = json.loads(done.stdout)
     rows = report["variants"]
-    assert list(rows) == ["today", "shape 1x2", "2x1 +in-process-gpu", "2x1 domcontentloaded"]
+    assert list(rows) == [
+        "today",
+        "production",
+        "shape 1x2",
+        "2x1 +in-process-gpu",
+        "2x1 domcontentloaded",
+    ]
     assert rows["today"]["shape"] == "2x1" and rows["today"]["over_today"] == 1.0
     assert rows["shape 1x2"]["lanes"] == 2 and rows["2x1 +in-process-gpu"]["args"] == [
         "--in-process-gpu"

@@ -9,8 +9,10 @@ pre-rendered HTML: ``set_content`` and ``pdf``, nothing else) with one factor ch
 - **loading**: ``set_content``'s ``wait_until`` (``load``, ``domcontentloaded``).
 
 The reference, ``today``, is the print path as it was before this sweep: 2 browsers x 1 page
-with :data:`TODAY_ARGS`. It runs in every round, so each ratio compares numbers measured side by
-side. Rounds interleave the variants (forward, then backward) as ``reportfarm bench`` does.
+with :data:`TODAY_ARGS`; ``production`` is the print path as it is now: 2 browsers with the
+default pages per browser and the production switches (``BASE_ARGS`` and ``STABILITY_ARGS``).
+Both run in every round, so each ratio compares numbers measured side by side. Rounds
+interleave the variants (forward, then backward) as ``reportfarm bench`` does.
 
 Memory is the PSS of each variant's browser process trees, sampled after every chunk (the peak
 is kept), so PDFs/s per GiB is throughput over the memory it held at its largest.
@@ -28,7 +30,7 @@ from typing import Any, Literal
 
 from playwright.async_api import Browser, Page
 
-from reportfarm_renderer import browser
+from reportfarm_renderer import browser, settings
 from reportfarm_renderer.benchmarking import measuring
 from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.benchmarking.strategies import Lab
@@ -112,9 +114,11 @@ def variants(
     flag_shape: str,
     loading: Sequence[WaitUntil] = (),
 ) -> list[Variant]:
-    """``today`` first, then each shape, each flag on ``flag_shape`` with ``base_args``, each
-    ``wait_until``. Unknown flag names raise KeyError."""
-    found = [Variant("today", 2, 1)]
+    """``today`` and ``production`` first, then each shape, each flag on ``flag_shape`` with
+    ``base_args``, each ``wait_until``. Unknown flag names raise KeyError."""
+    production = (*browser.BASE_ARGS, *browser.STABILITY_ARGS)
+    pages = settings.DEFAULT_PAGES_PER_BROWSER
+    found = [Variant("today", 2, 1), Variant("production", 2, pages, production)]
     for shape in shapes:
         browsers, pages = parse_shape(shape)
         found.append(Variant(f"shape {browsers}x{pages}", browsers, pages, tuple(base_args)))
