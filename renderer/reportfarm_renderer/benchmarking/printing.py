@@ -31,21 +31,11 @@ from typing import Any, Literal
 from playwright.async_api import Browser, Page
 
 from reportfarm_renderer import browser, settings
-from reportfarm_renderer.benchmarking import measuring
+from reportfarm_renderer.benchmarking import measuring, strategies
 from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.benchmarking.strategies import Lab
 
-TODAY_ARGS = (
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--disable-site-isolation-trials",
-)
+TODAY_ARGS = (*strategies.TODAY_ARGS, "--disable-site-isolation-trials")
 """The launch flags of the print path before this sweep (BASE_ARGS + STABILITY_ARGS then), kept
 fixed so that every run compares against the same thing."""
 

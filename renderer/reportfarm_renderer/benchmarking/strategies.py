@@ -15,8 +15,8 @@ All of them use the same Chromium binary and launch flags (:data:`browser.BASE_A
 - ``ceiling``: one warm page per lane (JavaScript off, as our warm page) printing pre-rendered
   HTML: ``set_content`` and ``pdf`` and nothing else: no guard, no reset, no pool; N browsers with
   the production pages per browser (``REPORTFARM_PAGES_PER_BROWSER``) each.
-- ``ceiling_today``: the same with one page per browser, the print path before pages per
-  browser: the fixed reference the new ceiling is compared with in every run.
+- ``ceiling_today``: the same with one page per browser and :data:`TODAY_ARGS`, the print path
+  before it was tuned: the fixed reference the new ceiling is compared with in every run.
 
 Lanes (documents printing at once): N for the first two and ``ceiling_today``, N x pages per
 browser for the others (:func:`lanes`).
@@ -37,6 +37,18 @@ from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.benchmarking.measuring import Job
 from reportfarm_renderer.settings import RendererSettings
 
+TODAY_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
+"""``browser.BASE_ARGS`` before the print path was tuned, kept fixed for ``ceiling_today``."""
+
 
 class Lab:
     """What the strategies share: the started launcher (one Playwright driver, the Chromium
@@ -54,16 +66,18 @@ class Lab:
         self.settings = settings
         self.chromium_version: str | None = None
 
-    async def launch(self) -> Browser:
+    async def launch(self, args: tuple[str, ...] = browser.BASE_ARGS) -> Browser:
         """A plain browser with the farm's flags (no guard)."""
         launched = await self.launcher.playwright.chromium.launch(
-            executable_path=self.launcher.executable_path, args=list(browser.BASE_ARGS)
+            executable_path=self.launcher.executable_path, args=list(args)
         )
         self.chromium_version = launched.version
         return launched
 
-    async def launch_many(self, count: int) -> list[Browser]:
-        return list(await asyncio.gather(*(self.launch() for _ in range(count))))
+    async def launch_many(
+        self, count: int, args: tuple[str, ...] = browser.BASE_ARGS
+    ) -> list[Browser]:
+        return list(await asyncio.gather(*(self.launch(args) for _ in range(count))))
 
 
 Strategy = Callable[[Lab, int], contextlib.AbstractAsyncContextManager[Job]]
@@ -150,15 +164,17 @@ async def ceiling(lab: Lab, size: int) -> AsyncIterator[Job]:
 
 @contextlib.asynccontextmanager
 async def ceiling_today(lab: Lab, size: int) -> AsyncIterator[Job]:
-    async with _warm_pages(lab, size, pages=1) as job:
+    async with _warm_pages(lab, size, pages=1, args=TODAY_ARGS) as job:
         yield job
 
 
 @contextlib.asynccontextmanager
-async def _warm_pages(lab: Lab, size: int, *, pages: int) -> AsyncIterator[Job]:
+async def _warm_pages(
+    lab: Lab, size: int, *, pages: int, args: tuple[str, ...] = browser.BASE_ARGS
+) -> AsyncIterator[Job]:
     """``size`` browsers with ``pages`` warm pages each, a context per page; lane i prints on
     page i (pages of one browser are neighbours)."""
-    browsers = await lab.launch_many(size)
+    browsers = await lab.launch_many(size, args)
     warm: list[Page] = []
     for launched in browsers:
         for _ in range(pages):
