@@ -97,7 +97,7 @@ async def run(
         for name, job in printers.items():
             lanes = strategies.lanes(name, lab, pool_size)
             await measuring.warm_up(job, documents, count=warmup(name, lanes), concurrency=lanes)
-        await farm.warm_up(2 * pool_size)
+        await farm.warm_up(2 * strategies.lanes("reportfarm", lab, pool_size))
         order = [*strategies.STRATEGIES, END_TO_END]
         for index, count in enumerate(chunks):
             offset = sum(chunks[:index])
@@ -118,7 +118,9 @@ async def run(
         await farm.latency_phases(plan)
         await farm.check_pdfs()
     report: reporting.Report = {name: measured.summary() for name, measured in runs.items()}
-    report[END_TO_END] = farm.result.summary(plan, pool_size=pool_size)
+    # the renderer's lanes (browsers x pages), for the share of them spent printing
+    lanes = strategies.lanes("reportfarm", lab, pool_size)
+    report[END_TO_END] = farm.result.summary(plan, pool_size=lanes)
     report["ratios"] = reporting.ratios(report)
     report["targets"] = reporting.targets(report["ratios"])
     report["parameters"] = {
