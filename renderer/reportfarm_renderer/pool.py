@@ -495,8 +495,9 @@ class BrowserPool:
                 return
             # Its other renders are still running: replace it now, close it when they are back.
             slot.retire = "failed"
-            self._report_replaced(failure)
-            self._reconcile()
+            if not self._closed:
+                self._report_replaced(failure)
+                self._reconcile()
         if slot.retire == "failed":
             if slot.active == 0:
                 self._leave(slot)
