@@ -82,9 +82,9 @@ BASE_ARGS = (
     "--disable-software-rasterizer",
 )
 """Flags that work headless, as root, in a container, and cut work a print never needs:
-``--disable-software-rasterizer`` (no SwiftShader for a screen no one sees) printed 1.1-1.3x the
-PDFs/s with 3-24 % less memory in four runs of ``reportfarm bench-print``, the same PDFs pixel for
-pixel. Others (``--in-process-gpu``, ``--no-zygote``, font hinting, raster threads,
+``--disable-software-rasterizer`` (no SwiftShader for a screen no one sees) printed 1.03-1.3x the
+PDFs/s with 2-24 % less memory in five runs of ``reportfarm bench-print``, the same PDFs pixel
+for pixel. Others (``--in-process-gpu``, ``--no-zygote``, font hinting, raster threads,
 ``--run-all-compositor-stages-before-draw``) changed nothing beyond noise: not kept."""
 STABILITY_ARGS = ("--disable-site-isolation-trials",)
 """Flags every worker's browser gets so that no sequence of documents crashes it (see the

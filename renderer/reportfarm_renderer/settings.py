@@ -14,7 +14,8 @@ from reportfarm import settings as common
 from reportfarm.renderer_api import Var
 
 DEFAULT_PAGES_PER_BROWSER = 2
-"""Measured best per core at no more memory per PDF/s (``reportfarm bench-print``)."""
+"""Best per core in ``reportfarm bench-print`` (median 1.2x the PDFs/s of one page, 0.9-1.5x on
+a shared machine), at ~15 % more memory per PDF/s: 1 is best per GiB."""
 BROWSER_MEMORY_BYTES = 500 * 2**20
 """What one browser holds after rendering (measured here: ~500 MiB PSS); sizes the default pool."""
 
@@ -47,9 +48,9 @@ class RendererSettings(common.FromEnv):
         Var.PAGES_PER_BROWSER, DEFAULT_PAGES_PER_BROWSER, minimum=1
     )
     """REPORTFARM_PAGES_PER_BROWSER: warm pages per browser, each printing one job at a time in a
-    context of its own; the pool takes pool size x this many jobs at once. 2 measured best per
-    core at the same memory per PDF/s (``reportfarm bench-print``): one print leaves a core half
-    idle while it waits on the browser."""
+    context of its own; the pool takes pool size x this many jobs at once. 2: best per core (a
+    lone print leaves its core idle part of the time), 1: best per GiB (see
+    DEFAULT_PAGES_PER_BROWSER)."""
     port: int = renderer_api.PORT
     """REPORTFARM_PORT: HTTP port for /healthz, /readyz, /metrics and /pool."""
     visibility_timeout: int = 60
