@@ -13,9 +13,10 @@ from reportfarm import contract, renderer_api
 from reportfarm import settings as common
 from reportfarm.renderer_api import Var
 
-DEFAULT_PAGES_PER_BROWSER = 2
-"""Best per core in ``reportfarm bench-print`` (median 1.2x the PDFs/s of one page, 0.9-1.5x on
-a shared machine), at ~15 % more memory per PDF/s: 1 is best per GiB."""
+DEFAULT_PAGES_PER_BROWSER = 1
+"""``reportfarm bench-print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
+at load 11-24, where more runnable lanes take more of a shared CPU) for ~1.5x the memory, and
+the CPU time per PDF was the same: 1 is as good per core and the best per GiB."""
 BROWSER_MEMORY_BYTES = 500 * 2**20
 """What one browser holds after rendering (measured here: ~500 MiB PSS); sizes the default pool."""
 
@@ -48,9 +49,8 @@ class RendererSettings(common.FromEnv):
         Var.PAGES_PER_BROWSER, DEFAULT_PAGES_PER_BROWSER, minimum=1
     )
     """REPORTFARM_PAGES_PER_BROWSER: warm pages per browser, each printing one job at a time in a
-    context of its own; the pool takes pool size x this many jobs at once. 2: best per core (a
-    lone print leaves its core idle part of the time), 1: best per GiB (see
-    DEFAULT_PAGES_PER_BROWSER)."""
+    context of its own; the pool takes pool size x this many jobs at once (see
+    DEFAULT_PAGES_PER_BROWSER for why 1)."""
     port: int = renderer_api.PORT
     """REPORTFARM_PORT: HTTP port for /healthz, /readyz, /metrics and /pool."""
     visibility_timeout: int = 60
