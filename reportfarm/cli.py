@@ -114,6 +114,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     versus.add_argument("--samples", type=Path, default=None, help="folder for one PDF per side")
 
+    printing = sub.add_parser(
+        "bench-print", help="benchmark the print path: pool shapes, Chromium flags, loading"
+    )
+    printing.add_argument("--json", action="store_true", help="print JSON")
+    printing.add_argument("--jobs", type=int, default=40, help="documents per variant")
+    printing.add_argument(
+        "--shapes", default="1x2,1x3,2x2", help="BROWSERSxPAGES list (today, 2x1, always runs)"
+    )
+    printing.add_argument("--flags", default="", help="flag names to try, comma-separated")
+    printing.add_argument("--flag-shape", default="2x1", help="the shape flags are tried on")
+    printing.add_argument(
+        "--with", dest="with_flags", default="", help="flag names every variant but today gets"
+    )
+    printing.add_argument("--loading", default="", help="set_content wait_until values to try")
+    printing.add_argument(
+        "--plot", type=Path, default=Path("out/bench-print.png"), help="PNG plot path"
+    )
+
     gateway = sub.add_parser("gateway", help="the HTTP gateway and the webhook dispatcher")
     gateway.add_argument("--port", type=int, help="HTTP port (REPORTFARM_GATEWAY_PORT, 8000)")
 
@@ -278,6 +296,19 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             plot=args.plot,
             samples=args.samples,
         )
+    if args.command == "bench-print":
+        from reportfarm_renderer import bench_print
+
+        return bench_print.main(
+            as_json=args.json,
+            jobs=args.jobs,
+            shapes=_names(args.shapes),
+            flags=_names(args.flags),
+            flag_shape=args.flag_shape,
+            with_flags=_names(args.with_flags),
+            loading=_names(args.loading),
+            plot_path=args.plot,
+        )
     if args.command == "gateway":
         from reportfarm_gateway import app
 
@@ -324,6 +355,11 @@ def _batch(args: argparse.Namespace) -> int:
     return batch_commands.download_main(
         args.batch_id, out=args.out, merge=args.merge, name=args.name
     )
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated option as a list, blanks dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 if __name__ == "__main__":

@@ -57,10 +57,10 @@ def phases(jobs: int) -> end_to_end.Phases:
     return end_to_end.Phases(singles=max(2, min(5, jobs // 12)), bursts=max(1, min(3, jobs // 20)))
 
 
-def warmup(name: str, pool_size: int) -> int:
+def warmup(name: str, lanes: int) -> int:
     """Untimed documents before a strategy's timed ones: two per lane (one for a browser per
     job, whose every job starts cold anyway)."""
-    return pool_size if name == "browser_per_job" else 2 * pool_size
+    return lanes if name == "browser_per_job" else 2 * lanes
 
 
 async def run(
@@ -95,10 +95,9 @@ async def run(
             end_to_end.running(documents, settings=settings, rng=random.Random(SEED))
         )
         for name, job in printers.items():
-            await measuring.warm_up(
-                job, documents, count=warmup(name, pool_size), concurrency=pool_size
-            )
-        await farm.warm_up(2 * pool_size)
+            lanes = strategies.lanes(name, lab, pool_size)
+            await measuring.warm_up(job, documents, count=warmup(name, lanes), concurrency=lanes)
+        await farm.warm_up(2 * strategies.lanes("reportfarm", lab, pool_size))
         order = [*strategies.STRATEGIES, END_TO_END]
         spent: dict[str, cpu.Sample] = {name: {} for name in order}
         for index, count in enumerate(chunks):
@@ -114,7 +113,7 @@ async def run(
                         documents,
                         run=runs[name],
                         count=count,
-                        concurrency=pool_size,
+                        concurrency=strategies.lanes(name, lab, pool_size),
                         offset=offset,
                     )
                 cpu.add(spent[name], cpu.spent(before, cpu.sample()))
@@ -122,17 +121,23 @@ async def run(
         await farm.latency_phases(plan)
         await farm.check_pdfs()
     report: reporting.Report = {name: measured.summary() for name, measured in runs.items()}
-    report[END_TO_END] = farm.result.summary(plan, pool_size=pool_size)
+    # the renderer's lanes (browsers x pages), for the share of them spent printing
+    lanes = strategies.lanes("reportfarm", lab, pool_size)
+    report[END_TO_END] = farm.result.summary(plan, pool_size=lanes)
     for name in order:
         report[name]["cpu_ms_per_pdf"] = cpu.per_pdf(spent[name], jobs)
     report["ratios"] = reporting.ratios(report)
     report["targets"] = reporting.targets(report["ratios"])
     report["parameters"] = {
         "pool_size": pool_size,
+        "pages_per_browser": settings.pages_per_browser,
         "jobs": jobs,
         "rounds": chunks,
         "documents": len(documents),
-        "warmup": {name: warmup(name, pool_size) for name in strategies.STRATEGIES},
+        "warmup": {
+            name: warmup(name, strategies.lanes(name, lab, pool_size))
+            for name in strategies.STRATEGIES
+        },
         "cpu_count": os.cpu_count(),
         "chromium": lab.chromium_version,
         "chromium_path": launcher.executable_path or "playwright's own",

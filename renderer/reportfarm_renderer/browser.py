@@ -4,12 +4,16 @@
 guard; its :meth:`~ChromiumLauncher.new_worker` is the pool's factory. A :class:`ChromiumWorker`
 implements :class:`reportfarm_renderer.pool.Worker`:
 
-- **No JavaScript** (the default): one long-lived context with JavaScript disabled and one page,
-  reused job after job (about 3x faster than a context per job). ``set_content`` replaces the
-  document; afterwards ``Page.stopLoading`` cancels whatever the old document still had
-  scheduled (a meta refresh survives ``set_content``: measured), and a page that navigated away
-  goes back to ``about:blank`` before the next job. Cookies and storage need no per-job clearing:
-  without script nothing can write them, and the guard strips Set-Cookie (the tests prove it).
+- **No JavaScript** (the default): long-lived warm pages, each in its own context with
+  JavaScript disabled (so each its own renderer process and storage), reused job after job
+  (about 3x faster than a context per job). A browser has ``pages`` of them and prints that many
+  documents at once (the pool lends it that often): what they share is the browser process, its
+  network service and the driver, never a context, a renderer process or storage.
+  ``set_content`` replaces the document; afterwards ``Page.stopLoading`` cancels whatever the
+  old document still had scheduled (a meta refresh survives ``set_content``: measured), and a
+  page that navigated away goes back to ``about:blank`` before the next job. Cookies and storage
+  need no per-job clearing: without script nothing can write them, and the guard strips
+  Set-Cookie (the tests prove it).
 - **JavaScript**: a fresh context per job (its own renderer process and storage), closed after.
 - **Printing**: CDP ``Page.printToPDF`` to a stream, read in chunks (:mod:`.printing`), on the
   warm page's CDP session or on one opened for the job's page. A PDF bigger than one chunk goes
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -78,8 +83,13 @@ BASE_ARGS = (
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    "--disable-software-rasterizer",
 )
-"""Flags that work headless, as root, in a container."""
+"""Flags that work headless, as root, in a container, and cut work a print never needs:
+``--disable-software-rasterizer`` (no SwiftShader for a screen no one sees) printed 1.03-1.3x the
+PDFs/s with 2-24 % less memory in five runs of ``reportfarm bench-print``, the same PDFs pixel
+for pixel. Others (``--in-process-gpu``, ``--no-zygote``, font hinting, raster threads,
+``--run-all-compositor-stages-before-draw``) changed nothing beyond noise: not kept."""
 STABILITY_ARGS = ("--disable-site-isolation-trials",)
 """Flags every worker's browser gets so that no sequence of documents crashes it (see the
 module docstring); ``new_worker(site_isolation_trials=True)`` leaves them out (the benchmark
@@ -104,6 +114,15 @@ class PageCrashed(RuntimeError):
 
 class BrowserGone(RuntimeError):
     """The browser process exited during a render (a crash: the pool replaces the worker)."""
+
+
+@dataclasses.dataclass(eq=False)
+class _WarmPage:
+    """A reusable page in a context of its own, with its CDP session; renewing it replaces
+    both (None while that fails)."""
+
+    page: Page | None = None
+    cdp: CDPSession | None = None
 
 
 class ChromiumLauncher:
@@ -163,8 +182,11 @@ class ChromiumLauncher:
             await self._playwright.stop()
             self._playwright = None
 
-    async def new_worker(self, *, site_isolation_trials: bool = False) -> ChromiumWorker:
-        """Launch a browser and warm its page: the pool's worker factory. Safe to cancel.
+    async def new_worker(
+        self, *, pages: int = 1, site_isolation_trials: bool = False
+    ) -> ChromiumWorker:
+        """Launch a browser and warm its ``pages`` pages: the pool's worker factory. Safe to
+        cancel.
 
         ``site_isolation_trials``: keep Chromium's default (only for measuring its cost)."""
         marker = secrets.token_hex(8)
@@ -194,7 +216,7 @@ class ChromiumLauncher:
             launching.add_done_callback(self._close_stray)
             raise
         worker = ChromiumWorker(
-            browser, marker=marker, guard=self.guard, chunk_bytes=self._chunk_bytes
+            browser, marker=marker, guard=self.guard, pages=pages, chunk_bytes=self._chunk_bytes
         )
         try:
             await worker.prepare()
@@ -212,7 +234,8 @@ class ChromiumLauncher:
 
 
 class ChromiumWorker:
-    """One browser; see the module docstring. Use through the pool: one render at a time."""
+    """One browser; see the module docstring. Use through the pool: at most ``pages`` renders at
+    a time."""
 
     def __init__(
         self,
@@ -220,6 +243,7 @@ class ChromiumWorker:
         *,
         marker: str,
         guard: network.NetworkGuard,
+        pages: int = 1,
         chunk_bytes: int = printing.CHUNK_BYTES,
     ) -> None:
         self.jobs_done = 0
@@ -229,9 +253,9 @@ class ChromiumWorker:
         self._browser = browser
         self._marker = f"{_MARKER}={marker}"
         self._guard = guard
-        self._page: Page | None = None
+        self.pages = pages
+        self._free: list[_WarmPage] = []  # warm pages not printing now
         self._warm_crashed: set[Page] = set()  # warm pages whose renderer died, found by events
-        self._cdp: CDPSession | None = None
         self._broken = False
         self._closed = False
         browser.on("disconnected", self._on_disconnected)
@@ -244,8 +268,11 @@ class ChromiumWorker:
         return not (self._broken or self._closed) and self._browser.is_connected()
 
     async def prepare(self) -> None:
-        """Open and warm the reusable page; find the browser's pid."""
-        await self._open_warm_page()
+        """Open and warm the reusable pages; find the browser's pid."""
+        for _ in range(self.pages):
+            warm = _WarmPage()
+            await self._open_warm_page(warm)
+            self._free.append(warm)
         self.pid = await asyncio.to_thread(_find_browser_pid, self._marker)
         log.info("browser launched (pid %s)", self.pid)
 
@@ -270,9 +297,26 @@ class ChromiumWorker:
         """The PDF whole, or None once a PDF longer than one chunk went to ``sink`` (see
         :mod:`.printing`)."""
         _check_margins(options)
+        if javascript:
+            return await self._render(html, options, None, sink)
+        if not self._free:
+            raise RuntimeError(f"browser pid {self.pid}: more renders than its {self.pages} pages")
+        warm = self._free.pop()
+        try:
+            return await self._render(html, options, warm, sink)
+        finally:
+            self._free.append(warm)
+
+    async def _render(
+        self,
+        html: str,
+        options: contract.PdfOptions,
+        warm: _WarmPage | None,
+        sink: pool.Sink | None,
+    ) -> bytes | None:
         try:
             try:
-                pdf = await self._render_once(html, options, javascript=javascript, sink=sink)
+                pdf = await self._render_once(html, options, warm, sink)
             except PageCrashed as crash:
                 # A header Chromium cannot print and a renderer killed from outside end alike
                 # (measured): once more on a fresh page in this browser tells them apart.
@@ -280,12 +324,12 @@ class ChromiumWorker:
                     "browser pid %s: %s; rendering once more on a fresh page", self.pid, crash
                 )
                 self.page_crashes += 1
-                if not javascript:
-                    await self._renew_warm_page()
+                if warm is not None:
+                    await self._renew_warm_page(warm)
                     if self._broken:
                         raise
                 try:
-                    pdf = await self._render_once(html, options, javascript=javascript, sink=sink)
+                    pdf = await self._render_once(html, options, warm, sink)
                 except PageCrashed as again:
                     raise pool.DocumentError(
                         f"{again.step} failed: {again.message} (the page crashed, and again "
@@ -294,10 +338,10 @@ class ChromiumWorker:
         except pool.OutputFailed:
             raise  # the caller's sink failed; the print itself ended well
         except pool.DocumentError:
-            if not javascript:
+            if warm is not None:
                 # A page whose print failed crashes on its next document (measured): the job
                 # was the document's fault, but the next one starts on a new warm page.
-                await self._renew_warm_page()
+                await self._renew_warm_page(warm)
             raise
         except BaseException:
             self._broken = True  # the page is in an unknown state: the pool replaces us
@@ -306,17 +350,21 @@ class ChromiumWorker:
         return pdf
 
     async def _render_once(
-        self, html: str, options: contract.PdfOptions, *, javascript: bool, sink: pool.Sink | None
+        self,
+        html: str,
+        options: contract.PdfOptions,
+        warm: _WarmPage | None,
+        sink: pool.Sink | None,
     ) -> bytes | None:
-        if javascript:
+        if warm is None:
             return await self._unless_gone(self._render_isolated(html, options, sink))
-        if self._page in self._warm_crashed:
+        if warm.page in self._warm_crashed:
             # Its renderer died between jobs (killed from outside): a fresh page, not a crash.
             log.warning("browser pid %s: the warm page crashed while idle; renewing it", self.pid)
-            await self._renew_warm_page()
+            await self._renew_warm_page(warm)
             if self._broken:
                 raise RuntimeError(f"browser pid {self.pid}: the warm page could not be renewed")
-        return await self._unless_gone(self._render_warm(html, options, sink))
+        return await self._unless_gone(self._render_warm(warm, html, options, sink))
 
     async def _unless_gone(self, rendering: Coroutine[Any, Any, bytes | None]) -> bytes | None:
         """Run the render while the browser process lives. A browser killed mid-render is not
@@ -341,21 +389,21 @@ class ChromiumWorker:
         """Whether the browser process still runs (unknown pid: assumed so)."""
         return self.pid is None or _running(self.pid, self._marker)
 
-    async def _open_warm_page(self) -> None:
+    async def _open_warm_page(self, warm: _WarmPage) -> None:
         context = await self._new_context(javascript=False)
-        self._page = page = await context.new_page()
+        warm.page = page = await context.new_page()
         page.on("crash", lambda _: self._warm_crashed.add(page))
-        self._cdp = await context.new_cdp_session(page)
-        await self._render_warm("<p></p>", contract.PdfOptions(), None)
+        warm.cdp = await context.new_cdp_session(page)
+        await self._render_warm(warm, "<p></p>", contract.PdfOptions(), None)
 
-    async def _renew_warm_page(self) -> None:
+    async def _renew_warm_page(self, warm: _WarmPage) -> None:
         """Close the warm page's context and open another; if that fails, the worker is broken."""
-        old, self._page, self._cdp = self._page, None, None
+        old, warm.page, warm.cdp = warm.page, None, None
         try:
             if old is not None:
                 self._warm_crashed.discard(old)
                 await old.context.close()
-            await self._open_warm_page()
+            await self._open_warm_page(warm)
         except Exception as error:
             log.warning("could not renew the warm page of browser pid %s: %r", self.pid, error)
             self._broken = True
@@ -377,10 +425,10 @@ class ChromiumWorker:
                 await asyncio.to_thread(_kill_tree, self.pid, self._marker)
 
     async def _render_warm(
-        self, html: str, options: contract.PdfOptions, sink: pool.Sink | None
+        self, warm: _WarmPage, html: str, options: contract.PdfOptions, sink: pool.Sink | None
     ) -> bytes | None:
-        assert self._page is not None and self._cdp is not None, "prepare() first"
-        page, cdp = self._page, self._cdp
+        assert warm.page is not None and warm.cdp is not None, "prepare() first"
+        page, cdp = warm.page, warm.cdp
         if page.url != "about:blank":
             await page.goto("about:blank")
         async with self._document(page, "loading the document"):
@@ -570,6 +618,53 @@ def _process_memory(pid: int) -> int:
         except OSError:
             continue
     return 0
+
+
+def marker_arg(token: str) -> str:
+    """The switch that marks a browser's command line, to find its processes in ``/proc``."""
+    return f"{_MARKER}={token}"
+
+
+def marked_tree_memory(marker: str) -> int:
+    """PSS of the browser launched with ``marker`` (see :func:`marker_arg`) and its descendants;
+    0 if it is not running."""
+    pid = _find_browser_pid(marker)
+    if pid is None:
+        return 0
+    try:
+        return _tree_memory(pid, marker)
+    except ProcessLookupError:
+        return 0
+
+
+def marked_tree_cpu_seconds(marker: str) -> float:
+    """CPU time (user + system) the marked browser and its live descendants have used: a cost
+    that other work on the machine hardly changes, unlike wall time. 0 if it is not running."""
+    pid = _find_browser_pid(marker)
+    try:
+        members = [] if pid is None else _tree(pid, marker)
+    except ProcessLookupError:
+        return 0.0
+    return sum(process_cpu_seconds(member) for member in members)
+
+
+def driver_pid() -> int | None:
+    """The Playwright driver this process started (a ``node`` child), if there is one."""
+    mine = os.getpid()
+    for child, parent in _parents().items():
+        if parent == mine and "run-driver" in _cmdline(child):
+            return child
+    return None
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process, 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _kill_tree(pid: int, marker: str) -> None:

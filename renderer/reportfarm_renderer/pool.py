@@ -17,6 +17,12 @@ How a worker lives::
   logged and reported through :class:`PoolEvents`). The caller still gets the error.
 - Recycling and shrinking never abort a render: a busy worker that must go is marked and closed
   when it comes back.
+- A worker may take ``pages_per_worker`` renders at once (for Chromium: warm pages of one
+  browser). The pool size counts workers; a borrower gets an idle worker first (renders spread
+  over browsers), else the least busy one with a free page. A failure replaces the whole worker
+  (everything that depended on it) at once; its other renders finish or fail on their own (a
+  dead browser fails them, and the job is retried: nothing is lost) and the worker closes when
+  the last one returns.
 - Borrowers wait in FIFO order and a worker is handed directly to the first one; a borrower that
   leaves (timeout, cancellation) after being handed a worker passes it on: nothing leaks.
 """
@@ -157,7 +163,10 @@ class _Slot:
 
     worker: Worker
     retire: str | None = None
-    """``shrink``, ``jobs`` or ``memory``: close it instead of lending it again."""
+    """``shrink``, ``jobs``, ``memory`` or ``failed`` (already replaced): close it instead of
+    lending it again, once its renders are back."""
+    active: int = 0
+    """Renders running on it now (at most the pool's ``pages_per_worker``)."""
     closer: asyncio.Task[None] | None = None
     """Set once the worker is being closed."""
     measuring: bool = False
@@ -170,6 +179,7 @@ class BrowserPool:
 
     Timeouts are in seconds. ``recycle_after_jobs`` and ``recycle_rss_bytes`` may be None (never).
     Memory is measured after a job, at most every ``memory_check_interval`` seconds per worker.
+    ``pages_per_worker``: renders one worker takes at once (see the module docstring).
     """
 
     def __init__(
@@ -183,14 +193,18 @@ class BrowserPool:
         recycle_after_jobs: int | None = 100,
         recycle_rss_bytes: int | None = 700 * 2**20,
         memory_check_interval: float = 10.0,
+        pages_per_worker: int = 1,
         events: PoolEvents | None = None,
     ) -> None:
         if size < 0:
             raise ValueError(f"pool size {size} is negative")
+        if pages_per_worker < 1:
+            raise ValueError(f"pages per worker {pages_per_worker} is below 1")
         if min(borrow_timeout, launch_timeout, render_timeout) <= 0:
             raise ValueError("pool timeouts must be positive")
         self._factory = factory
         self._target = size
+        self._pages = pages_per_worker
         self._borrow_timeout = borrow_timeout
         self._launch_timeout = launch_timeout
         self._render_timeout = render_timeout
@@ -220,8 +234,23 @@ class BrowserPool:
         return len(self._idle) + len(self._busy)
 
     @property
+    def pages_per_worker(self) -> int:
+        return self._pages
+
+    @property
     def busy(self) -> int:
+        """Workers with at least one render running (the operator's "busy browsers")."""
         return len(self._busy)
+
+    @property
+    def renders(self) -> int:
+        """Renders running now (at most size x pages_per_worker, plus a failed worker's)."""
+        return sum(slot.active for slot in self._busy)
+
+    @property
+    def lanes(self) -> int:
+        """Renders the pool takes at once at its target size: size x pages_per_worker."""
+        return self._target * self._pages
 
     @property
     def idle(self) -> int:
@@ -234,8 +263,8 @@ class BrowserPool:
 
     @property
     def free_capacity(self) -> int:
-        """How many more renders the pool could take now: target size minus busy, at least 0."""
-        return max(0, self._target - len(self._busy))
+        """How many more renders the pool could take now: lanes minus renders, at least 0."""
+        return max(0, self.lanes - self.renders)
 
     @property
     def closed(self) -> bool:
@@ -331,10 +360,7 @@ class BrowserPool:
         finally:
             elapsed = time.monotonic() - started
             self._emit("render_finished", elapsed, ok)
-            if failure is None:
-                self._give_back(slot)
-            else:
-                self._leave(slot, failure)
+            self._returned(slot, failure)
 
     async def wait_for_capacity(self) -> int:
         """Wait until :attr:`free_capacity` is above zero and return it."""
@@ -371,7 +397,7 @@ class BrowserPool:
         for slot in sorted(self._busy, key=lambda s: s.retire is None):
             if excess <= 0:
                 break
-            if slot.retire != "shrink":
+            if slot.retire not in ("shrink", "failed"):
                 slot.retire = "shrink"
                 excess -= 1
         log.info("pool resized from %d to %d workers", old, size)
@@ -415,7 +441,7 @@ class BrowserPool:
 
     async def _borrow(self) -> _Slot:
         self._ensure_usable()
-        if not self._waiters and (slot := self._take_idle()) is not None:
+        if not self._waiters and (slot := self._take()) is not None:
             self._emit("borrow_waited", 0.0)
             return slot
         loop = asyncio.get_running_loop()
@@ -435,15 +461,26 @@ class BrowserPool:
         self._emit("borrow_waited", waited)
         return slot
 
-    def _take_idle(self) -> _Slot | None:
-        """The most recently used live idle worker, now busy; dead ones found on the way go."""
+    def _take(self) -> _Slot | None:
+        """A page to render on, now taken: the most recently used live idle worker (dead ones
+        found on the way go), else the least busy worker with a free page."""
         while self._idle:
             slot = self._idle.pop()
             self._busy.add(slot)
             if slot.worker.alive:
+                slot.active += 1
                 return slot
             self._leave(slot, "dead")
-        return None
+        spare = [
+            slot
+            for slot in self._busy
+            if slot.active < self._pages and slot.retire is None and slot.worker.alive
+        ]
+        if not spare:
+            return None
+        slot = min(spare, key=lambda candidate: candidate.active)
+        slot.active += 1
+        return slot
 
     def _expire(self, waiter: asyncio.Future[_Slot]) -> None:
         if not waiter.done():
@@ -459,40 +496,66 @@ class BrowserPool:
         with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)
         if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-            self._check_in(waiter.result())
+            slot = waiter.result()
+            slot.active -= 1
+            self._check_in(slot)
         else:
             waiter.cancel()
 
     def _check_in(self, slot: _Slot) -> None:
-        """Make a worker available: to the first waiter, or idle."""
-        self._busy.discard(slot)
-        if self._closed:
-            self._close_soon(slot)
-        else:
-            self._idle.append(slot)
+        """Make a worker's free page available: to the first waiter, or idle once it has no
+        render left."""
+        if slot.active == 0:
+            self._busy.discard(slot)
+            if self._closed:
+                self._close_soon(slot)
+            else:
+                self._idle.append(slot)
+        if not self._closed:
             self._dispatch()
         self._notify_capacity()
 
     def _dispatch(self) -> None:
-        """Hand idle workers to waiting borrowers, first come first served."""
-        while self._waiters and self._idle:
-            waiter = self._waiters.popleft()
-            if waiter.done():
+        """Hand free pages to waiting borrowers, first come first served."""
+        while self._waiters:
+            if self._waiters[0].done():
+                self._waiters.popleft()
                 continue
-            slot = self._take_idle()
+            slot = self._take()
             if slot is None:
-                self._waiters.appendleft(waiter)
                 return
-            waiter.set_result(slot)
+            self._waiters.popleft().set_result(slot)
 
     # -- after a render -----------------------------------------------------------------------
+
+    def _returned(self, slot: _Slot, failure: str | None) -> None:
+        """A render is back: ``failure`` None if its worker may stay."""
+        slot.active -= 1
+        if failure is not None and slot.retire != "failed":
+            if slot.active == 0:
+                self._leave(slot, failure)
+                return
+            # Its other renders are still running: replace it now, close it when they are back.
+            slot.retire = "failed"
+            if not self._closed:
+                self._report_replaced(failure)
+                self._reconcile()
+        if slot.retire == "failed":
+            if slot.active == 0:
+                self._leave(slot)
+            self._notify_capacity()
+            return
+        self._give_back(slot)
 
     def _give_back(self, slot: _Slot) -> None:
         jobs = slot.worker.jobs_done
         if slot.retire is None and self._recycle_jobs and jobs >= self._recycle_jobs:
             slot.retire = "jobs"
         if slot.retire is not None and not self._closed:
-            self._leave(slot)
+            if slot.active == 0:
+                self._leave(slot)
+            else:
+                self._notify_capacity()  # it takes no more renders; it goes when they are back
             return
         self._check_in(slot)
         if not self._closed:
@@ -511,12 +574,17 @@ class BrowserPool:
             log.info("worker retired (pool target %d)", self._target)
             self._emit("worker_retired")
         elif failure is not None:
-            log.warning("worker closed and replaced (%s)", failure)
-            self._emit("worker_replaced", failure)
+            self._report_replaced(failure)
+        elif slot.retire == "failed":
+            log.info("a failed worker's last render is back: closed")
         else:
             log.info("worker recycled (%s)", slot.retire)
             self._emit("worker_recycled", slot.retire)
         self._reconcile()
+
+    def _report_replaced(self, failure: str) -> None:
+        log.warning("worker closed and replaced (%s)", failure)
+        self._emit("worker_replaced", failure)
 
     def _maybe_measure(self, slot: _Slot) -> None:
         if slot.measuring or time.monotonic() - slot.measured_at < self._memory_interval:
@@ -545,8 +613,9 @@ class BrowserPool:
     # -- launching and closing ----------------------------------------------------------------
 
     def _serving(self) -> int:
-        """Workers that count towards the target: live ones not leaving because of a shrink."""
-        leaving = sum(1 for slot in self._busy if slot.retire == "shrink")
+        """Workers that count towards the target: live ones not leaving because of a shrink or
+        a failure (a failed one is replaced at once, even while its other renders finish)."""
+        leaving = sum(1 for slot in self._busy if slot.retire in ("shrink", "failed"))
         return len(self._idle) + len(self._busy) - leaving
 
     def _reconcile(self) -> None:

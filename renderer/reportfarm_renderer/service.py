@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import signal
 from collections.abc import AsyncIterator
@@ -68,8 +69,9 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
         await launcher.start()
         stack.push_async_callback(launcher.close)
         pool = pooling.BrowserPool(
-            launcher.new_worker,
+            functools.partial(launcher.new_worker, pages=settings.pages_per_browser),
             size=settings.pool_size,
+            pages_per_worker=settings.pages_per_browser,
             borrow_timeout=settings.borrow_timeout,
             launch_timeout=settings.launch_timeout,
             render_timeout=settings.render_timeout,

@@ -13,6 +13,10 @@ from reportfarm import contract, renderer_api
 from reportfarm import settings as common
 from reportfarm.renderer_api import Var
 
+DEFAULT_PAGES_PER_BROWSER = 1
+"""``reportfarm bench-print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
+at load 11-24, where more runnable lanes take more of a shared CPU) for ~1.5x the memory, and
+the CPU time per PDF was the same: 1 is as good per core and the best per GiB."""
 BROWSER_MEMORY_BYTES = 500 * 2**20
 """What one browser holds after rendering (measured here: ~500 MiB PSS); sizes the default pool."""
 
@@ -41,6 +45,12 @@ class RendererSettings(common.FromEnv):
     """REPORTFARM_TEMPLATES: the folder of Jinja2 templates (in Kubernetes, a mounted ConfigMap)."""
     pool_size: int = dataclasses.field(default_factory=default_pool_size)
     """REPORTFARM_POOL_SIZE: browsers in the pool at start (default: cores, bounded by memory)."""
+    pages_per_browser: int = common.setting(
+        Var.PAGES_PER_BROWSER, DEFAULT_PAGES_PER_BROWSER, minimum=1
+    )
+    """REPORTFARM_PAGES_PER_BROWSER: warm pages per browser, each printing one job at a time in a
+    context of its own; the pool takes pool size x this many jobs at once (see
+    DEFAULT_PAGES_PER_BROWSER for why 1)."""
     port: int = renderer_api.PORT
     """REPORTFARM_PORT: HTTP port for /healthz, /readyz, /metrics and /pool."""
     visibility_timeout: int = 60

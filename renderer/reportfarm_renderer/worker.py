@@ -75,8 +75,8 @@ class QueueWorker:
         comes free (before: a browser idled while the job ahead of it uploaded, recorded and
         deleted its message, then while the next was received). Jobs storing are bounded too
         (:data:`STORING_PER_BROWSER`)."""
-        size = self.pool.size
-        ahead = TAKE_AHEAD if size else 0
+        size = self.pool.lanes  # browsers x pages per browser: the jobs printing at once
+        ahead = TAKE_AHEAD if self.pool.size else 0
         waiting = sum(1 for lease in self.leases.values() if not lease.printed)
         room = size + ahead - waiting
         room = min(room, size * (1 + STORING_PER_BROWSER) + ahead - self.running)

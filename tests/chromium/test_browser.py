@@ -236,12 +236,13 @@ async def lab_pool(lab_launcher: browser.ChromiumLauncher) -> AsyncIterator[pool
 class Tracked:
     """A factory that remembers the workers it made."""
 
-    def __init__(self, launcher: browser.ChromiumLauncher) -> None:
+    def __init__(self, launcher: browser.ChromiumLauncher, *, pages: int = 1) -> None:
         self.launcher = launcher
+        self.pages = pages
         self.workers: list[browser.ChromiumWorker] = []
 
     async def __call__(self) -> browser.ChromiumWorker:
-        worker = await self.launcher.new_worker()
+        worker = await self.launcher.new_worker(pages=self.pages)
         self.workers.append(worker)
         return worker
 
@@ -422,21 +423,79 @@ async def test_a_page_renderer_killed_while_printing_is_printed_again_not_the_do
 
 
 @chromium
+@pytest.mark.parametrize("pages", [1, 2])
 async def test_a_warm_page_killed_while_idle_is_renewed_before_the_next_job(
-    launcher: browser.ChromiumLauncher,
+    launcher: browser.ChromiumLauncher, pages: int
 ) -> None:
-    factory = Tracked(launcher)
-    async with make_pool(factory) as pool:
+    factory = Tracked(launcher, pages=pages)
+    async with make_pool(factory, pages_per_worker=pages) as pool:
         assert "before" in pdf_text(await pool.render("<p>before</p>", OPTIONS))
         worker = factory.workers[0]
         killed = renderer_processes(worker.pid or 0)
-        assert killed, "no renderer process found under the browser"
+        assert len(killed) >= pages, "no renderer process per page found under the browser"
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
         await wait_until(lambda: all(process_gone(pid) for pid in killed))
         await asyncio.sleep(0.5)  # the crash event reaches the driver
-        assert "after" in pdf_text(await pool.render("<p>after</p>", OPTIONS))
-    assert len(factory.workers) == 1, "the browser was replaced, not its page"
+        after = [pool.render(f"<p>after {n}</p>", OPTIONS) for n in range(pages)]
+        for n, pdf in enumerate(await asyncio.gather(*after)):
+            assert f"after {n}" in pdf_text(pdf)
+    assert len(factory.workers) == 1, "the browser was replaced, not its pages"
+
+
+# -- pages per browser -------------------------------------------------------------------------
+
+
+@chromium
+async def test_the_pages_of_a_browser_print_at_once_each_with_its_own_renderer(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    """What pages of one browser share is the browser process, never a renderer: each warm page
+    has its own context, so its own renderer process (as two browsers' pages would)."""
+    factory = Tracked(launcher, pages=3)
+    async with make_pool(factory, pages_per_worker=3) as pool:
+        worker = factory.workers[0]
+        # one at least per page (Chromium may keep spares besides)
+        assert len(renderer_processes(worker.pid or 0)) >= 3
+        jobs = [pool.render(f"<p>page job {n}</p>", OPTIONS) for n in range(3)]
+        rendering = asyncio.gather(*jobs)
+        await wait_until(lambda: pool.renders == 3 or rendering.done())
+        for n, pdf in enumerate(await rendering):
+            assert f"page job {n}" in pdf_text(pdf)
+        assert len(factory.workers) == 1 and worker.jobs_done == 3
+
+
+@chromium
+async def test_a_browser_killed_with_every_page_printing_is_replaced_once_and_loses_no_job(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher, pages=2)
+    async with make_pool(factory, pages_per_worker=2, render_timeout=60.0) as pool:
+        running = [asyncio.create_task(pool.render(LONG_PRINT, OPTIONS)) for _ in range(2)]
+        await wait_until(lambda: pool.renders == 2)
+        await asyncio.sleep(0.3)
+        victim = factory.workers[0]
+        os.kill(victim.pid or 0, signal.SIGKILL)
+        errors = await asyncio.gather(*running, return_exceptions=True)
+        # the jobs fail as temporary errors: the queue delivers them again
+        assert all(isinstance(error, pooling.WorkerCrashed) for error in errors), errors
+        again = [pool.render(f"<p>retried {n}</p>", OPTIONS) for n in range(2)]
+        for n, pdf in enumerate(await asyncio.gather(*again)):
+            assert f"retried {n}" in pdf_text(pdf)
+        assert len(factory.workers) == 2, "one browser crashed: one replacement for its pages"
+        await wait_until(lambda: process_gone(victim.pid or 0))
+
+
+@chromium
+async def test_a_browser_with_pages_is_recycled_after_k_jobs(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher, pages=2)
+    async with make_pool(factory, pages_per_worker=2, recycle_after_jobs=2) as pool:
+        await asyncio.gather(*(pool.render(f"<p>{n}</p>", OPTIONS) for n in range(2)))
+        first = factory.workers[0]
+        await wait_until(lambda: len(factory.workers) == 2 and process_gone(first.pid or 0))
+        assert "fresh" in pdf_text(await pool.render("<p>fresh</p>", OPTIONS))
 
 
 @chromium
@@ -546,7 +605,8 @@ async def test_control_with_site_isolation_trials_the_sequence_kills_the_browser
     worker = await launcher.new_worker(site_isolation_trials=True)
     try:
         await worker.render(SUBFRAMES["iframe-data"], OPTIONS, javascript=False)
-        with pytest.raises(Exception, match=r"closed|crashed"):
+        # the driver's word ("closed", "crashed") or, first under load, the process check's
+        with pytest.raises(Exception, match=r"closed|crashed|exited"):
             await worker.render(SUBFRAMES["srcdoc"], OPTIONS, javascript=False)
         await wait_until(lambda: not worker.alive)
     finally:

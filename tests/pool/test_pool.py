@@ -363,7 +363,7 @@ async def test_a_worker_is_recycled_after_k_jobs(farm: Farm, events: Events) -> 
             assert await pool.render("ok", OPTIONS) == b"%PDF worker 1"
         assert await pool.render("ok", OPTIONS) == b"%PDF worker 2"
         assert farm.workers[0].closed
-        assert events.named("worker_recycled") == [("jobs",)]
+        assert events.named("worker_recycled")[0] == ("jobs",)  # (worker 2 is due after it too)
 
 
 async def test_a_worker_over_the_memory_cap_is_recycled_after_its_render(
@@ -495,3 +495,112 @@ async def test_a_failing_event_hook_does_not_break_the_pool(farm: Farm) -> None:
 
     async with make_pool(farm, Broken(), size=1) as pool:  # type: ignore[arg-type]
         assert await pool.render("ok", OPTIONS)
+
+
+# -- pages per worker --------------------------------------------------------------------------
+
+
+def worker_number(pdf: bytes) -> int:
+    return int(pdf.decode().rsplit(" ", 1)[1])
+
+
+async def test_a_worker_takes_as_many_renders_as_it_has_pages(farm: Farm) -> None:
+    async with make_pool(farm, size=2, pages_per_worker=2) as pool:
+        assert pool.lanes == pool.free_capacity == 4
+        running = [render(pool, "gate:a") for _ in range(4)]
+        await wait_until(lambda: farm.running == 4)
+        assert (pool.busy, pool.renders, pool.free_capacity) == (2, 4, 0)
+        fifth = render(pool, "ok")
+        await asyncio.sleep(0.02)
+        assert not fifth.done(), "a fifth render found a page where there is none"
+        farm.open("a")
+        pdfs = await asyncio.gather(*running, fifth)
+    assert sorted(worker_number(pdf) for pdf in pdfs[:4]) == [1, 1, 2, 2]
+    assert len(farm.workers) == 2 and farm.peak == 4
+
+
+async def test_renders_go_to_an_idle_worker_before_sharing_one(farm: Farm) -> None:
+    async with make_pool(farm, size=2, pages_per_worker=2) as pool:
+        first, second = render(pool, "gate:a"), render(pool, "gate:a")
+        await wait_until(lambda: farm.running == 2)
+        assert pool.busy == 2, "both renders went to one browser while another idled"
+        farm.open("a")
+        assert {worker_number(await first), worker_number(await second)} == {1, 2}
+
+
+async def test_a_failure_replaces_the_worker_at_once_and_its_other_render_finishes(
+    farm: Farm, events: Events
+) -> None:
+    async with make_pool(farm, events, size=1, pages_per_worker=2) as pool:
+        survivor = render(pool, "gate:a")
+        await wait_until(lambda: farm.running == 1)
+        with pytest.raises(pooling.WorkerCrashed):
+            await pool.render("fail", OPTIONS)
+        await wait_until(lambda: len(farm.workers) == 2)  # replaced now, not after the survivor
+        first = farm.workers[0]
+        assert not first.closed, "closing the failed browser aborted its other render"
+        assert worker_number(await pool.render("ok", OPTIONS)) == 2  # the failed one lends no more
+        farm.open("a")
+        assert worker_number(await survivor) == 1
+        await wait_until(lambda: first.closed)
+        assert events.named("worker_replaced") == [("failed",)]
+        assert pool.live == 1 and pool.busy == 0
+
+
+async def test_a_crashed_worker_with_every_page_busy_is_replaced_once_and_loses_no_job(
+    farm: Farm, events: Events
+) -> None:
+    async with make_pool(farm, events, size=1, pages_per_worker=3) as pool:
+        running = [render(pool, "hang") for _ in range(3)]
+        await wait_until(lambda: farm.running == 3)
+        crashed = farm.workers[0]
+        crashed.alive = False
+        crashed.stopped.set()  # the browser died: every page's render fails
+        errors = await asyncio.gather(*running, return_exceptions=True)
+        assert all(isinstance(error, pooling.WorkerCrashed) for error in errors), errors
+        # each failed job is a temporary error: the queue delivers it again
+        assert all(isinstance(error, outcomes.TemporaryError) for error in errors)
+        assert events.named("worker_replaced") == [("failed",)]
+        retried = await asyncio.gather(*(pool.render("ok", OPTIONS) for _ in range(3)))
+        assert {worker_number(pdf) for pdf in retried} == {2}
+        assert len(farm.workers) == 2 and crashed.closed
+
+
+async def test_a_worker_recycled_after_k_jobs_closes_when_its_last_page_is_back(
+    farm: Farm, events: Events
+) -> None:
+    async with make_pool(farm, events, size=1, pages_per_worker=2, recycle_after_jobs=1) as pool:
+        long = render(pool, "gate:a")
+        await wait_until(lambda: farm.running == 1)
+        assert worker_number(await pool.render("ok", OPTIONS)) == 1  # its first job: now due
+        waiting = render(pool, "ok")
+        await asyncio.sleep(0.02)
+        assert not waiting.done(), "a browser due for recycling took another job"
+        assert not farm.workers[0].closed, "recycling aborted a render"
+        farm.open("a")
+        assert worker_number(await long) == 1
+        assert worker_number(await waiting) == 2
+        assert farm.workers[0].closed
+        assert events.named("worker_recycled")[0] == ("jobs",)  # (worker 2 is due after it too)
+
+
+async def test_resizing_counts_workers_and_capacity_follows_in_pages(farm: Farm) -> None:
+    async with make_pool(farm, size=1, pages_per_worker=2) as pool:
+        await pool.resize(3)
+        await wait_until(lambda: pool.live == 3)
+        assert (pool.size, pool.lanes, pool.free_capacity) == (3, 6, 6)
+        running = [render(pool, "gate:a") for _ in range(2)]
+        await wait_until(lambda: farm.running == 2)
+        assert pool.busy == 2  # spread over two browsers
+        await pool.resize(1)  # the idle one closes; one busy one leaves when its render is back
+        assert pool.live == 2 and pool.free_capacity == 0
+        farm.open("a")
+        await asyncio.gather(*running)  # no render aborted
+        await wait_until(lambda: pool.live == 1)
+        assert len([worker for worker in farm.workers if not worker.closed]) == 1
+        assert pool.free_capacity == 2
+
+
+async def test_pages_per_worker_below_one_is_refused(farm: Farm) -> None:
+    with pytest.raises(ValueError, match="pages per worker"):
+        make_pool(farm, pages_per_worker=0)

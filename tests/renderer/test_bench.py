@@ -17,12 +17,20 @@ from .conftest import pdf_text
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite, pytest.mark.slow]
 
-STRATEGIES = ("browser_per_job", "context_per_job", "reportfarm", "site_isolated", "ceiling")
+STRATEGIES = (
+    "browser_per_job",
+    "context_per_job",
+    "reportfarm",
+    "site_isolated",
+    "ceiling",
+    "ceiling_today",
+)
 RATIOS = (
     "reportfarm_over_context_per_job",
     "end_to_end_over_ceiling",
     "reportfarm_over_site_isolated",
     "burst_p95_over_bound",
+    "ceiling_over_today",
 )
 
 
@@ -97,6 +105,7 @@ def test_ratios_parameters_and_plot(tiny_run: tuple[dict[str, object], Path]) ->
     assert all(positive(value) for value in ratios.values()), ratios
     assert all(isinstance(target["met"], bool) for target in targets.values())
     assert parameters["pool_size"] == 1 and parameters["jobs"] == 4
+    assert parameters["pages_per_browser"] >= 1
     assert positive(parameters["cpu_count"])
     assert str(parameters["chromium"])[:1].isdigit()
     assert len(parameters["load_before"]) == len(parameters["load_after"]) == 3

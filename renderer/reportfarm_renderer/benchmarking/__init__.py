@@ -3,7 +3,9 @@
 
 - :mod:`.documents`: the example reports, rendered to HTML once.
 - :mod:`.measuring`: the closed loop that drives a strategy, percentiles, PDF checks.
-- :mod:`.strategies`: the four ways to print a PDF, side by side in one process.
+- :mod:`.strategies`: the ways to print a PDF, side by side in one process.
+- :mod:`.printing`: the print path's variants for ``reportfarm bench-print`` (pool shapes,
+  Chromium flags, loading) against today's, with CPU time and memory per PDF.
 - :mod:`.end_to_end`: the whole path through the queue (Azurite) and an in-process renderer.
 - :mod:`.reporting`: the table, the JSON and the plot.
 

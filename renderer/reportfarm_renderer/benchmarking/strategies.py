@@ -1,4 +1,4 @@
-"""The five ways to print, each an async context manager that yields a :data:`Job`.
+"""The ways to print, each an async context manager that yields a :data:`Job`.
 
 All of them use the same Chromium binary and launch flags (:data:`browser.BASE_ARGS`):
 
@@ -13,7 +13,13 @@ All of them use the same Chromium binary and launch flags (:data:`browser.BASE_A
   turns off (:data:`browser.STABILITY_ARGS`: with them, a ``data:`` subframe then an
   ``<iframe srcdoc>`` kills the browser): the ratio of the two is what the fix costs.
 - ``ceiling``: one warm page per lane (JavaScript off, as our warm page) printing pre-rendered
-  HTML: ``set_content`` and ``pdf`` and nothing else: no guard, no reset, no pool.
+  HTML: ``set_content`` and ``pdf`` and nothing else: no guard, no reset, no pool; N browsers with
+  the production pages per browser (``REPORTFARM_PAGES_PER_BROWSER``) each.
+- ``ceiling_today``: the same with one page per browser and :data:`TODAY_ARGS`, the print path
+  before it was tuned: the fixed reference the new ceiling is compared with in every run.
+
+Lanes (documents printing at once): N for the first two and ``ceiling_today``, N x pages per
+browser for the others (:func:`lanes`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,18 @@ from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.benchmarking.measuring import Job
 from reportfarm_renderer.settings import RendererSettings
+
+TODAY_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
+"""``browser.BASE_ARGS`` before the print path was tuned, kept fixed for ``ceiling_today``."""
 
 
 class Lab:
@@ -48,16 +66,18 @@ class Lab:
         self.settings = settings
         self.chromium_version: str | None = None
 
-    async def launch(self) -> Browser:
+    async def launch(self, args: tuple[str, ...] = browser.BASE_ARGS) -> Browser:
         """A plain browser with the farm's flags (no guard)."""
         launched = await self.launcher.playwright.chromium.launch(
-            executable_path=self.launcher.executable_path, args=list(browser.BASE_ARGS)
+            executable_path=self.launcher.executable_path, args=list(args)
         )
         self.chromium_version = launched.version
         return launched
 
-    async def launch_many(self, count: int) -> list[Browser]:
-        return list(await asyncio.gather(*(self.launch() for _ in range(count))))
+    async def launch_many(
+        self, count: int, args: tuple[str, ...] = browser.BASE_ARGS
+    ) -> list[Browser]:
+        return list(await asyncio.gather(*(self.launch(args) for _ in range(count))))
 
 
 Strategy = Callable[[Lab, int], contextlib.AbstractAsyncContextManager[Job]]
@@ -98,13 +118,16 @@ async def context_per_job(lab: Lab, size: int) -> AsyncIterator[Job]:
 
 @contextlib.asynccontextmanager
 async def reportfarm(lab: Lab, size: int) -> AsyncIterator[Job]:
-    async with _our_pool(lab, size, factory=lab.launcher.new_worker) as job:
+    factory = functools.partial(lab.launcher.new_worker, pages=lab.settings.pages_per_browser)
+    async with _our_pool(lab, size, factory=factory) as job:
         yield job
 
 
 @contextlib.asynccontextmanager
 async def site_isolated(lab: Lab, size: int) -> AsyncIterator[Job]:
-    factory = functools.partial(lab.launcher.new_worker, site_isolation_trials=True)
+    factory = functools.partial(
+        lab.launcher.new_worker, pages=lab.settings.pages_per_browser, site_isolation_trials=True
+    )
     async with _our_pool(lab, size, factory=factory) as job:
         yield job
 
@@ -120,6 +143,7 @@ async def _our_pool(lab: Lab, size: int, *, factory: pooling.WorkerFactory) -> A
         render_timeout=settings.render_timeout,
         recycle_after_jobs=settings.recycle_after_jobs,
         recycle_rss_bytes=settings.recycle_rss_bytes,
+        pages_per_worker=settings.pages_per_browser,
     )
     catalog = lab.catalog
 
@@ -134,14 +158,31 @@ async def _our_pool(lab: Lab, size: int, *, factory: pooling.WorkerFactory) -> A
 
 @contextlib.asynccontextmanager
 async def ceiling(lab: Lab, size: int) -> AsyncIterator[Job]:
-    browsers = await lab.launch_many(size)
-    pages: list[Page] = []
+    async with _warm_pages(lab, size, pages=lab.settings.pages_per_browser) as job:
+        yield job
+
+
+@contextlib.asynccontextmanager
+async def ceiling_today(lab: Lab, size: int) -> AsyncIterator[Job]:
+    async with _warm_pages(lab, size, pages=1, args=TODAY_ARGS) as job:
+        yield job
+
+
+@contextlib.asynccontextmanager
+async def _warm_pages(
+    lab: Lab, size: int, *, pages: int, args: tuple[str, ...] = browser.BASE_ARGS
+) -> AsyncIterator[Job]:
+    """``size`` browsers with ``pages`` warm pages each, a context per page; lane i prints on
+    page i (pages of one browser are neighbours)."""
+    browsers = await lab.launch_many(size, args)
+    warm: list[Page] = []
     for launched in browsers:
-        context = await launched.new_context(java_script_enabled=False)
-        pages.append(await context.new_page())
+        for _ in range(pages):
+            context = await launched.new_context(java_script_enabled=False)
+            warm.append(await context.new_page())
 
     async def job(lane: int, document: Document) -> bytes:
-        page = pages[lane]
+        page = warm[lane]
         await page.set_content(document.html, wait_until="load")
         return await page.pdf(**document.pdf_kwargs)
 
@@ -156,6 +197,14 @@ STRATEGIES: dict[str, tuple[Strategy, str]] = {
     "context_per_job": (context_per_job, "(b) reference: new context per job"),
     "reportfarm": (reportfarm, "(c) our pool: warm page, guard, template"),
     "site_isolated": (site_isolated, "(c') our pool, site isolation trials on"),
-    "ceiling": (ceiling, "(d) warm page printing HTML, nothing else"),
+    "ceiling": (ceiling, "(d) ceiling: warm pages printing HTML, nothing else"),
+    "ceiling_today": (ceiling_today, "(d0) ceiling, today's print path: 1 page a browser"),
 }
 """Name: (strategy, what it is), in the order they run."""
+
+
+def lanes(name: str, lab: Lab, size: int) -> int:
+    """Documents strategy ``name`` prints at once with ``size`` browsers."""
+    if name in ("reportfarm", "site_isolated", "ceiling"):
+        return size * lab.settings.pages_per_browser
+    return size

@@ -1,0 +1,202 @@
+"""``reportfarm bench-print``: pool shapes, Chromium flags and loading, side by side with today's
+print path (see :mod:`.benchmarking.printing` for what each variant is).
+
+Reported per variant: PDFs/s, per core and per GiB of peak browser memory (PSS), p50/p95, and the
+ratio to ``today`` measured in the same rounds; the load average before and after; a table, a
+PNG plot and, with ``--json``, the same as JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from reportfarm import renderer_api
+from reportfarm.settings import StorageSettings
+from reportfarm_renderer import bench, browser
+from reportfarm_renderer.benchmarking import documents as documenting
+from reportfarm_renderer.benchmarking import measuring, printing, strategies
+from reportfarm_renderer.settings import RendererSettings
+
+Report = dict[str, Any]
+
+
+async def run(
+    chosen: Sequence[printing.Variant], *, jobs: int, chromium_path: str | None, console: Console
+) -> Report:
+    catalog, documents = documenting.load()
+    settings = RendererSettings.from_env(
+        {},
+        storage=StorageSettings(connection_string=None),
+        templates=documenting.TEMPLATES,
+        port=0,
+        chromium_path=chromium_path,
+    )
+    load_before = bench._load()
+    chunks = printing.rounds(jobs)
+    async with contextlib.AsyncExitStack() as stack:
+        launcher = await stack.enter_async_context(
+            browser.ChromiumLauncher(executable_path=chromium_path)
+        )
+        lab = strategies.Lab(launcher, catalog=catalog, settings=settings)
+        console.log(f"starting {len(chosen)} variants")
+        printers = [await stack.enter_async_context(printing.opened(lab, v)) for v in chosen]
+        for printer in printers:
+            lanes = printer.variant.lanes
+            await measuring.warm_up(printer.job, documents, count=2 * lanes, concurrency=lanes)
+        for index, count in enumerate(chunks):
+            offset = sum(chunks[:index])
+            if index % 5 == 0:
+                console.log(f"round {index + 1}/{len(chunks)}: {count} documents per variant")
+            for printer in printers if index % 2 == 0 else reversed(printers):
+                await printer.measure(documents, count=count, offset=offset)
+    count = printing.cores()
+    report: Report = {"variants": {p.variant.name: p.summary(count) for p in printers}}
+    today = report["variants"]["today"]
+    for row in report["variants"].values():
+        row["cpu_ms_per_pdf"] = round(
+            (row["browser_cpu_ms_per_pdf"] or 0.0) + (row["client_cpu_ms_per_pdf"] or 0.0), 1
+        )
+    for row in report["variants"].values():
+        row["cpu_over_today"] = _ratio(today["cpu_ms_per_pdf"], row["cpu_ms_per_pdf"])
+        row["over_today"] = _ratio(row["pdf_per_s"], today["pdf_per_s"])
+        row["per_gib_over_today"] = _ratio(row["pdf_per_s_per_gib"], today["pdf_per_s_per_gib"])
+    report["parameters"] = {
+        "jobs": jobs,
+        "rounds": chunks,
+        "documents": len(documents),
+        "cpu_count": count,
+        "chromium": lab.chromium_version,
+        "today_args": list(printing.TODAY_ARGS),
+        "load_before": load_before,
+        "load_after": bench._load(),
+    }
+    return report
+
+
+def _ratio(top: float | None, bottom: float | None) -> float | None:
+    return round(top / bottom, 2) if top and bottom else None
+
+
+def show(report: Report, console: Console) -> None:
+    params = report["parameters"]
+    table = Table(
+        title=f"reportfarm bench-print: {params['jobs']} documents per variant in rounds of "
+        f"{params['rounds']}, {params['cpu_count']} CPUs, Chromium {params['chromium']}"
+    )
+    columns = ("variant", "lanes", "PDFs/s", "/core", "peak MiB", "/GiB", "x today", "p50 ms")
+    for column in (*columns, "p95 ms", "CPU ms/PDF", "browser+client", "x today (CPU)", "load1"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for name, row in report["variants"].items():
+        table.add_row(
+            name,
+            str(row["lanes"]),
+            f"{row['pdf_per_s']:.2f}",
+            f"{row['pdf_per_s_per_core']:.2f}",
+            str(row["peak_mib"]),
+            _cell(row["pdf_per_s_per_gib"]),
+            _cell(row["over_today"]),
+            f"{row['p50_ms']:.0f}",
+            f"{row['p95_ms']:.0f}",
+            f"{row['cpu_ms_per_pdf']:.0f}",
+            f"{row['browser_cpu_ms_per_pdf']:.0f}+{row['client_cpu_ms_per_pdf']:.0f}",
+            _cell(row["cpu_over_today"]),
+            _cell(row["load1"]),
+        )
+    console.print(table)
+    console.print(
+        f"today: 2 browsers x 1 page, {' '.join(params['today_args'])}; load average before "
+        f"{params['load_before']}, after {params['load_after']}. CPU ms/PDF: CPU time per PDF "
+        "of the variant's browsers plus the Playwright driver's and this process's while it "
+        "printed, little changed by other work on the machine; x today (CPU): today's over the "
+        "variant's, above 1 is cheaper"
+    )
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def plot(report: Report, path: Path) -> None:
+    """PDFs/s and PDFs/s per GiB per variant, as ratios to today, to a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["variants"]
+    names = list(rows)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
+    for axis, key, title in (
+        (left, "pdf_per_s", "PDFs/s"),
+        (right, "pdf_per_s_per_gib", "PDFs/s per GiB of browser PSS"),
+    ):
+        values = [rows[name][key] or 0.0 for name in names]
+        colors = ["#9e9e9e" if name == "today" else "#2f7ed8" for name in names]
+        bars = axis.bar(names, values, color=colors)
+        axis.bar_label(bars, fmt="%.2f", fontsize=8)
+        axis.axhline(rows["today"][key] or 0.0, color="black", linestyle="--", linewidth=0.8)
+        axis.set_title(title)
+        axis.tick_params(axis="x", labelrotation=35)
+    params = report["parameters"]
+    figure.suptitle(
+        f"print path variants vs today (2x1), {params['jobs']} documents each, "
+        f"{params['cpu_count']} CPUs, load {params['load_before'][0]} -> {params['load_after'][0]}"
+    )
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(
+    *,
+    as_json: bool,
+    jobs: int,
+    shapes: Sequence[str],
+    flags: Sequence[str],
+    flag_shape: str,
+    with_flags: Sequence[str] = (),
+    loading: Sequence[str],
+    plot_path: Path | None,
+) -> int:
+    """Run the sweep; 0 when every variant printed only valid PDFs, 1 otherwise, 2 on bad input."""
+    try:
+        chosen = printing.variants(
+            shapes=shapes,
+            flags=flags,
+            base_args=printing.args_with(with_flags),
+            flag_shape=flag_shape,
+            loading=[printing.wait_until(value) for value in loading],
+        )
+    except (KeyError, ValueError) as error:
+        known = ", ".join(printing.FLAGS)
+        print(f"bench-print: {error} (flags: {known})", file=sys.stderr)
+        return 2
+    if jobs < 1:
+        print("bench-print: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console.width = 140
+    for name in ("reportfarm", "reportfarm_renderer"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
+    report = asyncio.run(run(chosen, jobs=jobs, chromium_path=chromium_path, console=console))
+    if plot_path is not None:
+        plot(report, plot_path)
+    show(report, console)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    rows = report["variants"].values()
+    return 0 if all(row["valid_pdfs"] == row["pdfs"] > 0 for row in rows) else 1
