@@ -13,13 +13,19 @@ from reportfarm_renderer.metrics import RendererMetrics
 @dataclasses.dataclass
 class FakePool:
     size: int
+    """Browsers."""
+    pages: int = 1
+
+    @property
+    def lanes(self) -> int:
+        return self.size * self.pages
 
 
-def make_worker(size: int) -> tuple[working.QueueWorker, list[Lease]]:
+def make_worker(size: int, pages: int = 1) -> tuple[working.QueueWorker, list[Lease]]:
     worker = working.QueueWorker(
         runner=cast(Any, None),
         lanes=[cast(Any, None)],
-        pool=cast(Any, FakePool(size)),
+        pool=cast(Any, FakePool(size, pages)),
         metrics=RendererMetrics(),
         visibility_timeout=30,
     )
@@ -64,6 +70,14 @@ def test_an_empty_pool_takes_nothing_and_marking_twice_counts_once() -> None:
     worker, leases = make_worker(1)
     receive(worker, leases, 2)
     leases[0].mark_printed()
+    leases[0].mark_printed()
+    assert worker.capacity() == 1
+
+
+def test_pages_per_browser_count_as_lanes() -> None:
+    worker, leases = make_worker(2, pages=2)
+    assert worker.capacity() == 5  # 2 browsers x 2 pages, and one job ahead
+    receive(worker, leases, 5)
     leases[0].mark_printed()
     assert worker.capacity() == 1
 
