@@ -175,17 +175,29 @@ class Client:
 
     async def convert(self, html: str, options: contract.PdfOptions) -> bytes:
         assert self._session is not None, "use the client as an async context manager"
-        data = aiohttp.FormData()
-        data.add_field("files", html.encode(), filename="index.html", content_type="text/html")
-        for name, content in header_footer(options).items():
-            data.add_field("files", content.encode(), filename=name, content_type="text/html")
-        for name, value in form(options).items():
-            data.add_field(name, value)
-        async with self._session.post(self.url + ROUTE, data=data) as response:
-            body = await response.read()
-            if response.status != 200:
-                raise GotenbergError(f"{response.status}: {body[:300].decode(errors='replace')}")
-            return body
+        for attempt in range(UNAVAILABLE_RETRIES + 1):
+            data = aiohttp.FormData()
+            data.add_field("files", html.encode(), filename="index.html", content_type="text/html")
+            for name, content in header_footer(options).items():
+                data.add_field("files", content.encode(), filename=name, content_type="text/html")
+            for name, value in form(options).items():
+                data.add_field(name, value)
+            async with self._session.post(self.url + ROUTE, data=data) as response:
+                body = await response.read()
+                if response.status == 200:
+                    return body
+                # 503: its browser is restarting or busy; a competent client retries (as ours
+                # redelivers), so a restart costs Gotenberg time, not the run.
+                if response.status != 503 or attempt == UNAVAILABLE_RETRIES:
+                    raise GotenbergError(
+                        f"{response.status}: {body[:300].decode(errors='replace')}"
+                    )
+            await asyncio.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+
+UNAVAILABLE_RETRIES = 5
+"""How often a conversion Gotenberg answers with 503 is sent again."""
 
 
 class GotenbergError(RuntimeError):
