@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from reportfarm import settings as common
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage import accounts
-from reportfarm_gateway import batching, openapi, reports
+from reportfarm_gateway import batching, openapi, queries, reports
 from reportfarm_gateway.backpressure import QueueDepths
 from reportfarm_gateway.bodies import BodyBudget
 from reportfarm_gateway.context import (
@@ -53,7 +53,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
             f"the gateway needs {common.CONNECTION_STRING_VAR} or {common.ACCOUNT_URL_VAR}"
         )
     app = web.Application(
-        client_max_size=settings.max_body_bytes, middlewares=[_observe, _authorize]
+        client_max_size=settings.max_body_bytes, middlewares=[_observe, _authorize, _check_query]
     )
     app[SETTINGS] = settings
     app[METRICS] = GatewayMetrics()
@@ -155,6 +155,25 @@ async def _authorize(request: web.Request, handler: Handler) -> web.StreamRespon
         return await handler(request)
     finally:
         quotas.release(tenant)
+
+
+_QUERY_RULES = queries.rules_of(openapi.document())
+
+
+@web.middleware
+async def _check_query(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A /v1 call's query string holds only what its operation declares, each once, valid."""
+    resource = request.match_info.route.resource
+    if resource is None:
+        return await handler(request)
+    rules = _QUERY_RULES.get((request.method, resource.canonical))
+    if rules is None:
+        return await handler(request)
+    found = queries.problems(request.query, rules)
+    if found:
+        request.app[METRICS].rejected.labels(reason="query").inc()
+        return problem(400, "; ".join(found))
+    return await handler(request)
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -28,7 +28,7 @@ class GatewayMetrics:
         )
         self.rejected = Counter(
             "reportfarm_gateway_rejections",
-            "Requests refused before any work: unauthorized, rate, in_flight, backpressure.",
+            "Requests refused before any work: unauthorized, rate, in_flight, query, backpressure.",
             ["reason"],
             registry=r,
         )

@@ -443,6 +443,28 @@ def _service_paths() -> dict[str, Any]:
     }
 
 
+_QUERY_REFUSAL = (
+    "A query parameter this call does not take, one given twice, or a value outside its schema."
+)
+
+
+def _with_query_refusals(paths: dict[str, Any]) -> dict[str, Any]:
+    """Every /v1 call answers 400 to a query string it does not take (reportfarm_gateway.queries);
+    where the call has a 400 of its own, its description says so too."""
+    for path, operations in paths.items():
+        if not path.startswith("/v1/"):
+            continue
+        for operation in operations.values():
+            responses = operation["responses"]
+            if "400" in responses:
+                responses["400"]["description"] += (
+                    f" Or: {_QUERY_REFUSAL[0].lower()}{_QUERY_REFUSAL[1:]}"
+                )
+            else:
+                responses["400"] = _bad_request(_QUERY_REFUSAL)
+    return paths
+
+
 def document() -> dict[str, Any]:
     return {
         "openapi": "3.0.3",
@@ -455,7 +477,7 @@ def document() -> dict[str, Any]:
             ),
         },
         "security": [{"bearerAuth": []}],
-        "paths": {**_report_paths(), **_batch_paths(), **_service_paths()},
+        "paths": _with_query_refusals({**_report_paths(), **_batch_paths(), **_service_paths()}),
         "components": {
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
             "schemas": _SCHEMAS,
