@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from reportfarm import batches, contract
+from reportfarm import batches, contract, finishing
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
@@ -47,6 +47,30 @@ class Submission:
     tenant: str | None = None
     lane: contract.Lane | None = None
     callback_url: str | None = None
+    finish: finishing.Finish | None = None
+    """What the PDF must be when it leaves (reportfarm.finishing); its attachments and Factur-X
+    XML may name a file of ``files`` by its bare name."""
+    files: Mapping[str, bytes] | None = None
+    """The job's files by name (attachments, the Factur-X XML): uploaded to
+    ``attachments/<job id>/<name>`` before the job is sent."""
+
+
+def _with_file_blobs(
+    finish: finishing.Finish, job_id: str, files: Mapping[str, bytes]
+) -> finishing.Finish:
+    """``finish`` with each bare file name of ``files`` replaced by the job's blob for it."""
+
+    def blob(name: str) -> str:
+        return finishing.attachment_blob(job_id, name) if name in files else name
+
+    attachments = tuple(
+        dataclasses.replace(attachment, blob=blob(attachment.blob))
+        for attachment in finish.attachments
+    )
+    facturx = finish.facturx
+    if facturx is not None:
+        facturx = dataclasses.replace(facturx, xml_blob=blob(facturx.xml_blob))
+    return dataclasses.replace(finish, attachments=attachments, facturx=facturx)
 
 
 class ReportFarmClient:
@@ -108,13 +132,26 @@ class ReportFarmClient:
             lane=item.lane,
             callback_url=item.callback_url,
             submitted_at=time.time(),
+            finish=(
+                _with_file_blobs(item.finish, job_id, item.files or {})
+                if item.finish is not None
+                else None
+            ),
         )
+        for name in item.files or {}:
+            if not finishing.valid_file_name(name):
+                raise contract.ContractError(f"file name {name!r} must be 1-100 of [A-Za-z0-9._-]")
         job.validate()
         return job
 
     async def submit(self, item: Submission) -> contract.JobId:
-        """Validate and enqueue one job; large data goes to a payload blob first."""
-        return await self.send_job(self.build_job(item))
+        """Validate and enqueue one job; its files and large data go to blobs first."""
+        job = self.build_job(item)
+        for name, content in (item.files or {}).items():
+            contract.check_data_size(len(content), what=f"file {name!r}")
+            blob = finishing.attachment_blob(job.job_id, name)
+            await self.blobs.put(blob, content, content_type="application/octet-stream")
+        return await self.send_job(job)
 
     async def send_job(self, job: contract.Job) -> contract.JobId:
         """Enqueue a built job on its lane; large data goes to a payload blob first."""

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, NewType
 
-from reportfarm import margins, outcomes
+from reportfarm import finishing, margins, outcomes
 
 JobId = NewType("JobId", str)
 
@@ -84,7 +84,14 @@ _PDF_TYPES: dict[str, tuple[type, ...]] = {
     ),
     **dict.fromkeys(("header_template", "footer_template"), (str,)),
     **dict.fromkeys(
-        ("landscape", "print_background", "display_header_footer", "prefer_css_page_size"),
+        (
+            "landscape",
+            "print_background",
+            "display_header_footer",
+            "prefer_css_page_size",
+            "tagged",
+            "outline",
+        ),
         (bool,),
     ),
     "scale": _NUMBER,
@@ -190,6 +197,11 @@ class PdfOptions:
     footer_template: str = ""
     prefer_css_page_size: bool = True
     """A template's CSS ``@page`` size wins over the format."""
+    tagged: bool = False
+    """A tagged PDF (structure tree from the HTML: headings, tables, lists, alt text), which
+    screen readers navigate; see README "Documents people must keep"."""
+    outline: bool = False
+    """A document outline (bookmarks) from the headings."""
 
     def validate(self) -> None:
         _check_types(self, _PDF_TYPES, prefix="pdf.")
@@ -234,6 +246,8 @@ class PdfOptions:
                 "left": self.margin_left,
             },
             "display_header_footer": self.display_header_footer,
+            "tagged": self.tagged,
+            "outline": self.outline,
         }
         if self.width is not None and self.height is not None:
             kwargs.update(width=self.width, height=self.height)
@@ -269,6 +283,9 @@ class Job:
     """A webhook to POST the signed result to when the job ends (at least once)."""
     submitted_at: float | None = None
     """Unix time the client sent the job (for submit-to-stored latency)."""
+    finish: finishing.Finish | None = None
+    """What the PDF must be when it leaves (metadata, PDF/A, files, signature, watermark,
+    permissions): stages after the print; see :mod:`reportfarm.finishing`."""
     version: int = SCHEMA_VERSION
 
     @property
@@ -313,6 +330,17 @@ class Job:
             raise ContractError("item_index must be a non-negative integer")
         self._validate_delivery()
         self.pdf.validate()
+        self._validate_finish()
+
+    def _validate_finish(self) -> None:
+        if self.finish is None:
+            return
+        if not isinstance(self.finish, finishing.Finish):
+            raise ContractError("'finish' must be a JSON object")
+        try:
+            self.finish.validate(self.job_id)
+        except finishing.FinishError as error:
+            raise ContractError(str(error)) from None
 
     def _validate_delivery(self) -> None:
         if self.lane not in (None, *LANES):
@@ -328,6 +356,7 @@ class Job:
         """Shallow: the data is not walked or copied here (it may be large or deep)."""
         body = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         body["pdf"] = dataclasses.asdict(self.pdf)
+        body["finish"] = self.finish.to_dict() if self.finish and not self.finish.empty else None
         return {key: value for key, value in body.items() if value is not None}
 
     @classmethod
@@ -348,6 +377,11 @@ class Job:
         pdf_known = {field.name for field in dataclasses.fields(PdfOptions)}
         if set(pdf) - pdf_known:
             raise ContractError(f"unknown pdf option(s): {', '.join(sorted(set(pdf) - pdf_known))}")
+        if fields.get("finish") is not None:
+            try:
+                fields["finish"] = finishing.Finish.from_dict(fields["finish"])
+            except finishing.FinishError as error:
+                raise ContractError(str(error)) from None
         try:
             job = cls(pdf=PdfOptions(**pdf), **fields)
         except TypeError as error:

@@ -23,8 +23,9 @@ from reportfarm import backoff, contract, outcomes, renderer_api
 from reportfarm.storage import errors as storage_errors
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import Delivery, JobQueue
-from reportfarm_renderer import output, templates
+from reportfarm_renderer import finishing, output, templates
 from reportfarm_renderer import pool as pooling
+from reportfarm_renderer.finishing import signing, watermark
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
 
@@ -66,6 +67,7 @@ class JobRunner:
         blobs: BlobStore,
         metrics: RendererMetrics,
         events: JobQueue | None = None,
+        signer: signing.Signer | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -74,6 +76,8 @@ class JobRunner:
         """Where completion events of jobs with a callback URL go (webhooks), if anywhere."""
         self.blobs = blobs
         self.metrics = metrics
+        self.signer = signer
+        """The farm's signing key (a mounted Secret), for jobs that ask for a signature."""
 
     async def run(self, lease: Lease) -> Outcome:
         delivery = lease.delivery
@@ -133,19 +137,30 @@ class JobRunner:
             data = await self._load_data(job)
         with self._stage("render_html", stages):
             html = await asyncio.to_thread(self._render_html, job.template, data)
-        # A PDF too big to hold streams into its blob while it prints (pdf_generation then
-        # includes those block uploads, storage_upload only the commit): see output.py.
+        finish = job.finish if job.finish is not None and not job.finish.empty else None
+        if finish is not None and finish.watermark is not None:
+            html = watermark.apply(html, finish.watermark)
         pdf_output = output.PdfOutput(self.blobs, job.output, limit=self.settings.max_pdf_bytes)
+        if finish is not None and finish.after_print:
+            # Finishing works on the whole PDF: it is held (up to the limit), never streamed.
+            sink: pooling.Sink = output.HeldPdf(limit=self.settings.max_pdf_bytes)
+        else:
+            # A PDF too big to hold streams into its blob while it prints (pdf_generation then
+            # includes those block uploads, storage_upload only the commit): see output.py.
+            sink = pdf_output
         with self._stage(renderer_api.RENDER_STAGE, stages):
             try:
                 pdf = await self.pool.render(
                     html,
                     job.pdf,
                     javascript=self.catalog.wants_javascript(job.template),
-                    sink=pdf_output,
+                    sink=sink,
                 )
             finally:
                 printed()  # the browser is free: the next job may be taken while this one stores
+        if isinstance(sink, output.HeldPdf):
+            assert finish is not None
+            pdf = await self._finish_pdf(job, finish, sink.whole(pdf), stages)
         with self._stage("storage_upload", stages), storage_errors.classified("upload"):
             upload_started = time.monotonic()
             size = await pdf_output.store(pdf)
@@ -157,6 +172,48 @@ class JobRunner:
             await self.blobs.put_result(record)
             await self._announce(record)
         return size
+
+    async def _finish_pdf(
+        self,
+        job: contract.Job,
+        finish: contract.finishing.Finish,
+        pdf: bytes,
+        stages: dict[str, float],
+    ) -> bytes:
+        """The finishing stages the job asks for, each timed as ``finish_<name>``."""
+        if finish.sign is not None and self.signer is None:
+            raise finishing.FinishingFailed(
+                "sign", "this farm has no signing key (see README: signing key Secret)"
+            )
+        with self._stage("finish_load_files", stages):
+            files = await self._load_files(job, finish)
+        inputs = finishing.Inputs(job_id=job.job_id, finish=finish, files=files, signer=self.signer)
+        for name, stage in finishing.plan(finish):
+            with self._stage(f"finish_{name}", stages):
+                pdf = await asyncio.to_thread(finishing.run_stage, name, stage, pdf, inputs)
+        inputs.owner_password = None
+        return pdf
+
+    async def _load_files(
+        self, job: contract.Job, finish: contract.finishing.Finish
+    ) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        for name in finishing.files_needed(finish):
+            if not contract.finishing.owns_attachment(job.job_id, name):  # decoding checked it
+                raise finishing.FinishingFailed("load_files", f"{name!r} is not this job's file")
+            try:
+                with storage_errors.classified("attachment"):
+                    content = await self.blobs.get(name)
+            except KeyError:
+                raise finishing.FinishingFailed(
+                    "load_files", f"the job's file {name!r} does not exist"
+                ) from None
+            try:
+                contract.check_data_size(len(content), what=f"file {name!r}")
+            except contract.ContractError as error:
+                raise finishing.FinishingFailed("load_files", str(error)) from None
+            files[name] = content
+        return files
 
     def _render_html(self, name: str, data: Mapping[str, Any]) -> str:
         return self.catalog.render(name, data)  # a TemplateError is permanent

@@ -62,3 +62,29 @@ class PdfOutput:
 
     def _too_big(self, size: str) -> outcomes.PermanentError:
         return outcomes.PermanentError(f"PDF is {size} bytes, over the limit of {self._limit}")
+
+
+class HeldPdf:
+    """The sink of a job whose PDF is finished before it is stored: chunks are held (up to
+    ``limit``), not streamed to the blob, since finishing works on the whole document."""
+
+    def __init__(self, *, limit: int) -> None:
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    async def write(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size > self._limit:
+            raise outcomes.PermanentError(
+                f"PDF is more than {self._size} bytes, over the limit of {self._limit}"
+            )
+        self._chunks.append(chunk)
+
+    def whole(self, pdf: bytes | None) -> bytes:
+        """The PDF: as the print returned it, or the chunks written, joined."""
+        if pdf is not None:
+            return pdf
+        joined = b"".join(self._chunks)
+        self._chunks = []
+        return joined

@@ -13,7 +13,8 @@ this process holds is one chunk, whatever the page count:
 
 :func:`print_params` maps :class:`~reportfarm.contract.PdfOptions` to the CDP parameters exactly
 as Playwright 1.65 does in ``crPdf.ts`` (inches from px/in/cm/mm at 96 px per inch, its paper
-table, no tagged PDF and no outline), so both paths print the same document (a test compares them).
+table; tagged PDF and the outline only when the job asks), so both paths print the same
+document (a test compares them).
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ def print_params(options: contract.PdfOptions) -> dict[str, Any]:
         "marginRight": inches(margin["right"]) or 0,
         "pageRanges": "",
         "preferCSSPageSize": kwargs["prefer_css_page_size"],
-        "generateTaggedPDF": False,
-        "generateDocumentOutline": False,
+        "generateTaggedPDF": kwargs["tagged"],
+        "generateDocumentOutline": kwargs["outline"],
     }
 
 

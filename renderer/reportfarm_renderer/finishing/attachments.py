@@ -1,0 +1,14 @@
+"""The ``attachments``stage (being built: see issue 16)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reportfarm.finishing import FinishError
+
+if TYPE_CHECKING:
+    from . import Inputs
+
+
+def apply(pdf: bytes, inputs: Inputs) -> bytes:
+    raise FinishError("attachments: not built yet")

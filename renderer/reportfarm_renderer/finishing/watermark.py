@@ -1,0 +1,36 @@
+"""The watermark: text across every page (DRAFT, COPY, PAID), added to the HTML before the print.
+
+A ``position: fixed`` element is printed by Chromium on every page, so the text is real text in
+an embedded font (as PDF/A requires), drawn over the content, and costs nothing after the print.
+It is ``aria-hidden``: a screen reader does not read DRAFT on every page of a tagged PDF."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from reportfarm.finishing import Watermark
+
+_BODY_END = re.compile(r"</body\s*>", re.IGNORECASE)
+
+
+def markup(mark: Watermark) -> str:
+    style = (
+        "position:fixed;left:50%;top:50%;z-index:2147483647;pointer-events:none;margin:0;"
+        "white-space:nowrap;font-family:sans-serif;font-weight:bold;line-height:1;"
+        f"font-size:{mark.font_size_pt:g}pt;color:{mark.color};opacity:{mark.opacity:g};"
+        f"transform:translate(-50%,-50%) rotate({mark.angle:g}deg);"
+        "-webkit-print-color-adjust:exact;print-color-adjust:exact"
+    )
+    text = html.escape(mark.text)
+    return f'<div aria-hidden="true" data-reportfarm-watermark style="{style}">{text}</div>'
+
+
+def apply(document: str, mark: Watermark) -> str:
+    """``document`` with the watermark as the last element of its body."""
+    element = markup(mark)
+    ends = list(_BODY_END.finditer(document))
+    if not ends:
+        return document + element
+    cut = ends[-1].start()
+    return document[:cut] + element + document[cut:]
