@@ -379,7 +379,8 @@ class Job:
             raise ContractError(f"unknown pdf option(s): {', '.join(sorted(set(pdf) - pdf_known))}")
         if fields.get("finish") is not None:
             try:
-                fields["finish"] = finishing.Finish.from_dict(fields["finish"])
+                finish = finishing.Finish.from_dict(fields["finish"])
+                fields["finish"] = None if finish.empty else finish
             except finishing.FinishError as error:
                 raise ContractError(str(error)) from None
         try:

@@ -15,10 +15,13 @@ _BODY_END = re.compile(r"</body\s*>", re.IGNORECASE)
 
 
 def markup(mark: Watermark) -> str:
+    # The text fits the page: at most font_size_pt, and small enough that its length (a bold
+    # glyph is ~0.62 em wide) spans no more than 90 % of the page width (vw, in print: the page).
+    fit = 90 / (0.62 * max(1, len(mark.text)))
     style = (
         "position:fixed;left:50%;top:50%;z-index:2147483647;pointer-events:none;margin:0;"
         "white-space:nowrap;font-family:sans-serif;font-weight:bold;line-height:1;"
-        f"font-size:{mark.font_size_pt:g}pt;color:{mark.color};opacity:{mark.opacity:g};"
+        f"font-size:min({mark.font_size_pt:g}pt,{fit:.2f}vw);color:{mark.color};opacity:{mark.opacity:g};"
         f"transform:translate(-50%,-50%) rotate({mark.angle:g}deg);"
         "-webkit-print-color-adjust:exact;print-color-adjust:exact"
     )
