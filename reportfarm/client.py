@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -147,11 +148,15 @@ class ReportFarmClient:
     async def submit(self, item: Submission) -> contract.JobId:
         """Validate and enqueue one job; its files and large data go to blobs first."""
         job = self.build_job(item)
-        for name, content in (item.files or {}).items():
-            contract.check_data_size(len(content), what=f"file {name!r}")
-            blob = finishing.attachment_blob(job.job_id, name)
-            await self.blobs.put(blob, content, content_type="application/octet-stream")
+        await self.upload_files(job.job_id, item.files)
         return await self.send_job(job)
+
+    async def upload_files(self, job_id: str, files: Mapping[str, bytes] | None) -> None:
+        """A job's files, to ``attachments/<job id>/<name>``: before the job is sent."""
+        for name, content in (files or {}).items():
+            contract.check_data_size(len(content), what=f"file {name!r}")
+            blob = finishing.attachment_blob(job_id, name)
+            await self.blobs.put(blob, content, content_type="application/octet-stream")
 
     async def send_job(self, job: contract.Job) -> contract.JobId:
         """Enqueue a built job on its lane; large data goes to a payload blob first."""
@@ -299,7 +304,10 @@ class ReportFarmClient:
             )
             for index, item in enumerate(items)
         ]
-        lines = [batches.item_line(_item_body(job)) for job in jobs]
+        lines = [
+            batches.item_line(_item_body(job, item.files))
+            for job, item in zip(jobs, items, strict=True)
+        ]
         manifest = contract.BatchManifest(
             batch_id=batch_id,
             count=len(jobs),
@@ -318,6 +326,8 @@ class ReportFarmClient:
             ("\n".join(lines) + "\n").encode("utf-8"),
             content_type="application/x-ndjson",
         )
+        for job, item in zip(jobs, items, strict=True):  # kept for retries too
+            await self.upload_files(job.job_id, item.files)
         await self.blobs.put(
             contract.batch_manifest_blob(batch_id),
             manifest.to_json(),
@@ -454,6 +464,11 @@ class ReportFarmClient:
                     data=bodies[index]["data"],
                     pdf=contract.PdfOptions(**bodies[index].get("pdf") or {}),
                     output_blob=bodies[index].get("output_blob"),
+                    finish=(
+                        finishing.Finish.from_dict(bodies[index]["finish"])
+                        if bodies[index].get("finish")
+                        else None
+                    ),
                     batch_id=batch_id,
                     item_index=index,
                     tenant=manifest.tenant,
@@ -529,10 +544,16 @@ class BatchSubmitted:
     """Jobs put on the queue by this call."""
 
 
-def _item_body(job: contract.Job) -> dict[str, Any]:
+def _item_body(job: contract.Job, files: Mapping[str, bytes] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"template": job.template, "data": job.data}
     if job.pdf != contract.PdfOptions():
         body["pdf"] = dataclasses.asdict(job.pdf)
     if job.output_blob:
         body["output_blob"] = job.output_blob
+    if job.finish is not None and not job.finish.empty:
+        body["finish"] = job.finish.to_dict()
+    if files:  # in the batch's digest: the same batch id with other files is another batch
+        body["files"] = {
+            name: hashlib.sha256(content).hexdigest() for name, content in files.items()
+        }
     return body

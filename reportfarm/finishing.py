@@ -47,10 +47,14 @@ MAX_ATTACHMENTS = 16
 MAX_TEXT = 1000
 """Longest metadata value, reason or location."""
 
-_FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\Z")
+FILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
+MIME_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$"
+LANGUAGE_PATTERN = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$"
+r"""The patterns, as the OpenAPI document gives them too (``$`` there; ``\Z`` here)."""
+_FILE_NAME_RE = re.compile(FILE_NAME_PATTERN[:-1] + r"\Z")
 _FILE_NAME_MAX = 100
-_MIME_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\Z")
-_LANGUAGE_RE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*\Z")
+_MIME_RE = re.compile(MIME_PATTERN[:-1] + r"\Z")
+_LANGUAGE_RE = re.compile(LANGUAGE_PATTERN[:-1] + r"\Z")
 _COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}\Z")
 
 

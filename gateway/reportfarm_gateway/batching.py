@@ -29,9 +29,15 @@ from reportfarm_gateway.context import (
     problem,
     refused,
 )
-from reportfarm_gateway.reports import BadRequest, check_callback, pdf_options
+from reportfarm_gateway.reports import (
+    BadRequest,
+    check_callback,
+    finish_options,
+    job_files,
+    pdf_options,
+)
 
-_ITEM_FIELDS = frozenset({"template", "data", "pdf"})
+_ITEM_FIELDS = frozenset({"template", "data", "pdf", "finish", "files"})
 _JSONL_TYPES = frozenset({"application/x-ndjson", "application/jsonl", "application/jsonlines"})
 FAILED_LIMIT = 1_000
 
@@ -73,9 +79,11 @@ def to_submission(item: Any, *, index: int, template: str | None) -> Submission:
         raise BadRequest(f"item {index}: no template")
     try:
         options = pdf_options(item.get("pdf"))
+        finish = finish_options(item.get("finish"))
+        files = job_files(item.get("files"))
     except BadRequest as error:
         raise BadRequest(f"item {index}: {error}") from None
-    return Submission(template=name, data=item["data"], pdf=options)
+    return Submission(template=name, data=item["data"], pdf=options, finish=finish, files=files)
 
 
 def _flag(value: str | None) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reportfarm import contract
+from reportfarm import contract, finishing
 from reportfarm_gateway import bodies
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -60,6 +60,112 @@ _COMMON_ERRORS = {
     "401": _error("No bearer token of a tenant.", **{"WWW-Authenticate": "Bearer realm."}),
     "429": _error("The tenant's rate or in-flight limit.", **{"Retry-After": "Seconds."}),
 }
+
+
+def _finish_schemas() -> dict[str, Any]:
+    """What a job may ask of its PDF after the print (reportfarm.finishing), as schemas."""
+    text = {"type": "string", "minLength": 1, "maxLength": finishing.MAX_TEXT}
+    short = {"type": "string", "minLength": 1, "maxLength": 200}
+    file_name = {"type": "string", "pattern": finishing.FILE_NAME_PATTERN, "maxLength": 100}
+    flag = {"type": "boolean"}
+
+    def number(low: float, high: float) -> dict[str, Any]:
+        return {"type": "number", "minimum": low, "maximum": high}
+
+    def strict(properties: dict[str, Any], **more: Any) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": False, "properties": properties, **more}
+
+    return {
+        "Files": {
+            "type": "object",
+            "minProperties": 1,
+            "description": (
+                "The job's files, name (1-100 of [A-Za-z0-9._-]) -> content in base64; "
+                "finish.attachments and finish.facturx name them by that name."
+            ),
+            "additionalProperties": {"type": "string", "format": "byte"},
+        },
+        "Finish": strict(
+            {
+                "metadata": strict(
+                    {
+                        "title": text,
+                        "author": text,
+                        "subject": text,
+                        "keywords": {"type": "array", "maxItems": 50, "items": short},
+                        "language": {"type": "string", "pattern": finishing.LANGUAGE_PATTERN},
+                        "created": {
+                            "type": "string",
+                            "description": "ISO 8601 with a time zone.",
+                        },
+                    }
+                ),
+                "pdfa": {"type": "string", "enum": list(finishing.PDFA_LEVELS)},
+                "attachments": {
+                    "type": "array",
+                    "maxItems": finishing.MAX_ATTACHMENTS,
+                    "items": strict(
+                        {
+                            "blob": {
+                                "type": "string",
+                                "description": "A name in files, or attachments/<job id>/<name>.",
+                            },
+                            "name": file_name,
+                            "mime": {"type": "string", "pattern": finishing.MIME_PATTERN},
+                            "description": text,
+                            "relationship": {
+                                "type": "string",
+                                "enum": list(finishing.RELATIONSHIPS),
+                            },
+                        },
+                        required=["blob"],
+                    ),
+                },
+                "facturx": strict(
+                    {
+                        "xml_blob": {"type": "string"},
+                        "level": {"type": "string", "enum": list(finishing.FACTURX_LEVELS)},
+                    },
+                    required=["xml_blob"],
+                ),
+                "sign": strict(
+                    {
+                        "visible": flag,
+                        "page": {"type": "integer", "minimum": -1},
+                        "box": {
+                            "type": "array",
+                            "minItems": 4,
+                            "maxItems": 4,
+                            "items": number(0, 14400),
+                        },
+                        "reason": short,
+                        "location": short,
+                        "contact": short,
+                    }
+                ),
+                "watermark": strict(
+                    {
+                        "text": {"type": "string", "minLength": 1, "maxLength": 60},
+                        "opacity": number(0.02, 1),
+                        "color": {"type": "string", "pattern": "^#[0-9a-fA-F]{6}$"},
+                        "angle": number(-90, 90),
+                        "font_size_pt": number(6, 400),
+                    },
+                    required=["text"],
+                ),
+                "permissions": strict(
+                    {"print": flag, "copy": flag, "modify": flag, "annotate": flag}
+                ),
+            },
+            description=(
+                "What the PDF must be when it leaves: metadata, PDF/A, attached files, "
+                "Factur-X, a signature by the farm's key, a watermark, permissions "
+                "(README: Documents people must keep)."
+            ),
+        ),
+    }
+
+
 _NULLABLE_NUMBER = {"type": "number", "nullable": True}
 _NULLABLE_STRING = {"type": "string", "nullable": True}
 
@@ -104,8 +210,14 @@ _SCHEMAS: dict[str, Any] = {
             "header_template": {"type": "string", "maxLength": 16384},
             "footer_template": {"type": "string", "maxLength": 16384},
             "prefer_css_page_size": {"type": "boolean"},
+            "tagged": {
+                "type": "boolean",
+                "description": "A tagged PDF (headings, tables, lists) for screen readers.",
+            },
+            "outline": {"type": "boolean", "description": "Bookmarks from the headings."},
         },
     },
+    **_finish_schemas(),
     "ReportRequest": {
         "type": "object",
         "additionalProperties": False,
@@ -120,6 +232,8 @@ _SCHEMAS: dict[str, Any] = {
             },
             "pdf": _ref("PdfOptions"),
             "callback_url": {"type": "string", "maxLength": 2048, "format": "uri"},
+            "finish": _ref("Finish"),
+            "files": _ref("Files"),
         },
     },
     "ReportStatus": {
@@ -142,8 +256,8 @@ _SCHEMAS: dict[str, Any] = {
     "BatchItem": {
         "type": "object",
         "description": (
-            '{"template"?, "data": {...}, "pdf"?}; or, with the template query parameter, '
-            "a bare data object."
+            '{"template"?, "data": {...}, "pdf"?, "finish"?, "files"?}; or, with the template '
+            "query parameter, a bare data object."
         ),
     },
     "BatchSubmitted": {

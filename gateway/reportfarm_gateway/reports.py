@@ -12,6 +12,8 @@ Batch items are reports too, under their job ids (``<batch id>-<index:06d>``).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import dataclasses
 import hashlib
 import json
@@ -24,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from reportfarm import batches, contract, netpolicy
+from reportfarm import batches, contract, finishing, netpolicy
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm_gateway import bodies
 from reportfarm_gateway.context import (
@@ -40,7 +42,7 @@ from reportfarm_gateway.context import (
 
 logger = logging.getLogger(__name__)
 
-_REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url"})
+_REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url", "finish", "files"})
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
@@ -71,7 +73,14 @@ async def check_callback(request: web.Request, url: object, tenant: str) -> str 
 
 
 _PDF_BOOLEANS = frozenset(
-    {"landscape", "print_background", "display_header_footer", "prefer_css_page_size"}
+    {
+        "landscape",
+        "print_background",
+        "display_header_footer",
+        "prefer_css_page_size",
+        "tagged",
+        "outline",
+    }
 )
 _PDF_NULLABLE = frozenset({"format", "width", "height"})
 
@@ -96,6 +105,52 @@ def pdf_options(value: object) -> contract.PdfOptions | None:
     except (TypeError, contract.ContractError) as error:
         raise BadRequest(f"bad pdf options: {error}") from None
     return options
+
+
+def finish_options(value: object) -> finishing.Finish | None:
+    """The ``finish`` object as the contract reads it (its files are checked with the job)."""
+    if value is None:
+        return None
+    nulls = _nulls(value, "finish")
+    if nulls:
+        raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls[:5])}")
+    try:
+        finish = finishing.Finish.from_dict(value)
+    except finishing.FinishError as error:
+        raise BadRequest(f"bad finish options: {error}") from None
+    return None if finish.empty else finish
+
+
+def _nulls(value: object, where: str) -> list[str]:
+    """Where ``value`` (a small options object) holds a JSON null."""
+    if value is None:
+        return [where]
+    if isinstance(value, dict):
+        return [null for key, item in value.items() for null in _nulls(item, f"{where}.{key}")]
+    if isinstance(value, list):
+        return [
+            null for index, item in enumerate(value) for null in _nulls(item, f"{where}[{index}]")
+        ]
+    return []
+
+
+def job_files(value: object) -> dict[str, bytes] | None:
+    """``files``: an object of file name -> content in base64 (standard alphabet, padded)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not value:
+        raise BadRequest("files must be an object of file name -> base64 content")
+    files: dict[str, bytes] = {}
+    for name, content in value.items():
+        if not finishing.valid_file_name(name):
+            raise BadRequest(f"file name {name[:100]!r} must be 1-100 of [A-Za-z0-9._-]")
+        try:
+            if not isinstance(content, str):
+                raise binascii.Error("not text")
+            files[name] = base64.b64decode(content, validate=True)
+        except binascii.Error:
+            raise BadRequest(f"file {name!r} is not base64 text") from None
+    return files
 
 
 def _job_id(tenant: str, key: str | None) -> str | None:
@@ -137,6 +192,8 @@ def read_report(request: web.Request, raw: bytes) -> tuple[Submission, float, ob
         data=body["data"],
         job_id=_job_id(tenant, key),
         pdf=pdf_options(body.get("pdf")),
+        finish=finish_options(body.get("finish")),
+        files=job_files(body.get("files")),
         tenant=tenant,
         lane="interactive",
     )
@@ -186,6 +243,7 @@ async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.S
     if not known:  # a repeated Idempotency-Key sends nothing new
         # Both at once: the sooner the job is on the lane, the sooner a renderer takes it. A job
         # whose note failed is still served; only its GET answers 404 until it has a record.
+        await client.upload_files(job.job_id, submission.files)
         noted, sent = await asyncio.gather(
             _note(client, job), client.send_job(job), return_exceptions=True
         )
