@@ -28,10 +28,13 @@ def submit_main(
     callback_url: str | None,
     wait: bool,
     timeout: float,
+    extras: submitting.Extras | None = None,
 ) -> int:
     """Submit a JSONL as one batch; with ``wait``, a live bar and the final table."""
     try:
-        items = submitting.read_submissions(data, template=template)
+        items = submitting.with_extras(
+            submitting.read_submissions(data, template=template), extras or submitting.Extras()
+        )
     except submitting.InputError as error:
         submitting.console.print(f"[red]error:[/] {error}")
         return 2

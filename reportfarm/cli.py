@@ -48,6 +48,22 @@ def _parser() -> argparse.ArgumentParser:
         help="submit the lines as one batch (bulk lane), with an optional batch id",
     )
     submit.add_argument("--callback-url", help="with --batch: the batch's webhook")
+    submit.add_argument(
+        "--finish",
+        type=Path,
+        metavar="FILE",
+        help="finish every PDF as FILE.json says: metadata, pdfa, attachments, facturx, sign, "
+        "watermark, permissions (README: Documents people must keep)",
+    )
+    submit.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="a file the jobs attach (--finish names it by NAME); repeat for more",
+    )
+    submit.add_argument("--tagged", action="store_true", help="tagged PDF, for screen readers")
+    submit.add_argument("--outline", action="store_true", help="bookmarks from the headings")
 
     status = sub.add_parser("status", help="queue depth and poison count, as a table")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -227,10 +243,21 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
         from reportfarm_renderer import service
 
         return service.main(template_dir=args.templates, pool_size=args.pool_size, port=args.port)
+    if args.command == "submit":
+        from reportfarm import submitting
+
+        try:
+            extras = submitting.read_extras(
+                finish=args.finish, files=args.file, tagged=args.tagged, outline=args.outline
+            )
+        except submitting.InputError as error:
+            submitting.console.print(f"[red]error:[/] {error}", soft_wrap=True)
+            return 2
     if args.command == "submit" and args.batch is not None:
         from reportfarm import batch_commands
 
         return batch_commands.submit_main(
+            extras=extras,
             template=args.template,
             data=args.data,
             batch_id=args.batch or None,
@@ -242,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
         from reportfarm import naming, submitting
 
         return submitting.main(
+            extras=extras,
             template=args.template,
             data=args.data,
             wait=args.wait or args.out is not None,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from reportfarm import connecting, contract, naming, quantiles
+from reportfarm import connecting, contract, finishing, naming, quantiles
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 
@@ -24,9 +25,65 @@ class InputError(ValueError):
     """The data file cannot be turned into jobs."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Extras:
+    """What ``reportfarm submit`` adds to every job: finishing (``--finish``), files
+    (``--file``), a tagged PDF and an outline (``--tagged``, ``--outline``)."""
+
+    finish: finishing.Finish | None = None
+    files: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
+    tagged: bool = False
+    outline: bool = False
+
+
+def read_extras(
+    *, finish: Path | None, files: Sequence[str], tagged: bool = False, outline: bool = False
+) -> Extras:
+    """``--finish FILE.json`` and ``--file NAME=PATH`` (or ``--file PATH``: its own name)."""
+    options = None
+    if finish is not None:
+        try:
+            options = finishing.Finish.from_dict(json.loads(finish.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise InputError(f"cannot read {finish}: {error}") from None
+        except finishing.FinishError as error:
+            raise InputError(f"{finish}: {error}") from None
+    contents: dict[str, bytes] = {}
+    for given in files:
+        name, _, where = given.rpartition("=") if "=" in given else ("", "", given)
+        name = name or Path(where).name
+        if not finishing.valid_file_name(name):
+            raise InputError(f"--file {given}: the name {name!r} must be 1-100 of [A-Za-z0-9._-]")
+        try:
+            contents[name] = Path(where).read_bytes()
+        except OSError as error:
+            raise InputError(f"--file {given}: {error}") from None
+    return Extras(finish=options, files=contents, tagged=tagged, outline=outline)
+
+
+def with_extras(items: Sequence[Submission], extras: Extras) -> list[Submission]:
+    """Each job with the extras (a line's own ``finish`` wins over ``--finish``)."""
+    done = []
+    for item in items:
+        pdf = item.pdf or contract.PdfOptions()
+        if extras.tagged or extras.outline:
+            pdf = dataclasses.replace(
+                pdf, tagged=pdf.tagged or extras.tagged, outline=pdf.outline or extras.outline
+            )
+        done.append(
+            dataclasses.replace(
+                item,
+                pdf=pdf,
+                finish=item.finish or extras.finish,
+                files={**extras.files, **(item.files or {})} or None,
+            )
+        )
+    return done
+
+
 def read_submissions(path: Path, *, template: str) -> list[Submission]:
     """A ``.json`` object is one job; each line of a ``.jsonl`` is one job, either a data object
-    or ``{"template": ..., "data": {...}, "job_id"?: ..., "pdf"?: {...}}``."""
+    or ``{"template": ..., "data": {...}, "job_id"?: ..., "pdf"?: {...}, "finish"?: {...}}``."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
@@ -66,11 +123,16 @@ def _submission(body: dict[str, Any], *, template: str, where: str) -> Submissio
         options = contract.PdfOptions(**pdf) if isinstance(pdf, dict) else None
     except TypeError as error:
         raise InputError(f"{where}: bad pdf options: {error}") from None
+    try:
+        finish = finishing.Finish.from_dict(body["finish"]) if body.get("finish") else None
+    except finishing.FinishError as error:
+        raise InputError(f"{where}: {error}") from None
     return Submission(
         template=str(body.get("template") or template),
         data=body["data"],
         job_id=body.get("job_id"),
         pdf=options,
+        finish=finish,
     )
 
 
@@ -92,10 +154,11 @@ def main(
     out: Path | None,
     timeout: float,
     name: str = naming.DEFAULT_PATTERN,
+    extras: Extras | None = None,
 ) -> int:
     try:
         naming.check(name)
-        items = read_submissions(data, template=template)
+        items = with_extras(read_submissions(data, template=template), extras or Extras())
     except (InputError, naming.PatternError) as error:
         console.print(f"[red]error:[/] {error}", soft_wrap=True)
         return 2
