@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ..renderer.conftest import client, storage, template_dir  # noqa: F401
+from ..renderer.conftest import client, storage, template_dir, worker_process  # noqa: F401
 from .keys import Pki
 
 
