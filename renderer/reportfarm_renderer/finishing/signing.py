@@ -49,7 +49,6 @@ from cryptography.x509.oid import NameOID
 from pyhanko.pdf_utils import layout
 from pyhanko.pdf_utils.crypt import AuthStatus
 from pyhanko.pdf_utils.font.api import FontEngineFactory
-from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.text import TextBoxStyle
 from pyhanko.pdf_utils.writer import BasePdfFileWriter
@@ -60,6 +59,8 @@ from pyhanko_certvalidator.registry import SimpleCertificateStore
 from reportfarm.finishing import FinishError, Signature
 
 if TYPE_CHECKING:
+    from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
+
     from . import Inputs
 
 logger = logging.getLogger(__name__)
@@ -329,6 +330,8 @@ class _StampFont(FontEngineFactory):
     def create_font_engine(
         self, writer: BasePdfFileWriter, obj_stream: object = None
     ) -> GlyphAccumulator:
+        from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
+
         if obj_stream is None and writer.stream_xrefs:
             obj_stream = writer.prepare_object_stream()
         return GlyphAccumulator(
@@ -341,7 +344,14 @@ class _StampFont(FontEngineFactory):
 
 def stamp_font(candidates: tuple[Path, ...] = STAMP_FONTS) -> bytes:
     """The stamp's font program: :data:`STAMP_FACE` out of the first collection found."""
-    from fontTools.ttLib import TTCollection
+    try:  # pyHanko's OpenType engine, which the stamp uses: fontTools and HarfBuzz
+        import pyhanko.pdf_utils.font.opentype  # noqa: F401
+        from fontTools.ttLib import TTCollection
+    except ImportError as error:
+        raise SignerError(
+            f"the signature stamp needs pyHanko's OpenType support: {error}; "
+            "install reportfarm[renderer] (pyhanko[opentype])"
+        ) from None
 
     path = next((candidate for candidate in candidates if candidate.is_file()), None)
     if path is None:
