@@ -291,7 +291,8 @@ def _line(text: str) -> str:
 
 
 def _placement(pdf: bytes, wanted: Signature) -> tuple[int, tuple[int, int, int, int]]:
-    """The page index and the box in the page's coordinates; FinishError if they do not fit."""
+    """The page index and the box in the page's coordinates, in whole points (as pyHanko takes a
+    field's box); FinishError if they do not fit."""
     with pikepdf.open(io.BytesIO(pdf)) as document:
         count = len(document.pages)
         index = count - 1 if wanted.page == -1 else wanted.page
