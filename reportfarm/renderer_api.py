@@ -31,6 +31,10 @@ METRICS_PATH = "/metrics"
 POOL_PATH = "/pool"
 MAX_POOL_SIZE = 64
 """The largest size ``PUT /pool`` accepts."""
+SIGNING_DIR = "/var/run/secrets/reportfarm/signing"
+"""Where the renderer looks for the farm's signing key unless ``Var.SIGNING_DIR`` says: a
+``kubernetes.io/tls`` Secret mounted as a folder (``tls.crt``, ``tls.key``, optionally ``ca.crt``).
+The operator mounts a ReportPool's ``signingSecretRef`` here; no key there, no signing."""
 
 POOL_SIZE_METRIC = "reportfarm_pool_size"
 """Gauge: browsers the pool is asked to hold."""
@@ -67,6 +71,7 @@ class Var:
     ALLOWED_HOSTS = "REPORTFARM_ALLOWED_HOSTS"
     ADMIN_TOKEN = "REPORTFARM_ADMIN_TOKEN"
     WORKER_ID = "REPORTFARM_WORKER_ID"
+    SIGNING_DIR = "REPORTFARM_SIGNING_DIR"
     HOME = "HOME"
     XDG_CACHE_HOME = "XDG_CACHE_HOME"
 

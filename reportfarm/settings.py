@@ -6,9 +6,9 @@ every Azure tool uses: ``AZURE_STORAGE_CONNECTION_STRING`` or ``AZURE_STORAGE_AC
 A field read from a variable says so once, where it is declared: ``queue: str =
 setting(QUEUE_VAR, "reports")`` names the variable, the default and how a value is checked.
 :meth:`FromEnv.from_env` reads every such field by the field's type (``str``, ``int``,
-``float``, ``bool``, ``tuple[str, ...]`` from a comma-separated list, each also ``| None``); a
-variable unset or blank leaves the field's default, and a value that cannot be used raises
-:class:`SettingsError` naming the variable.
+``float``, ``bool``, ``tuple[str, ...]`` from a comma-separated list, ``Path``, each also
+``| None``); a variable unset or blank leaves the field's default, and a value that cannot be
+used raises :class:`SettingsError` naming the variable.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import types
 import typing
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 if TYPE_CHECKING:
@@ -126,6 +127,8 @@ def _read(env: Mapping[str, str], var: Variable, kind: object) -> Any:
         return _number(var.name, raw.strip(), kind, var.minimum) * var.unit
     if kind == tuple[str, ...]:
         return env_list(env, var.name)
+    if kind is Path:
+        return Path(raw.strip())
     raise TypeError(f"{var.name}: no reading of {kind} (give the setting a parse)")
 
 

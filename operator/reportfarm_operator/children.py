@@ -92,6 +92,8 @@ def deployment(body: kopf.Body, spec: specs.ReportPoolSpec, *, replicas: int) ->
             }
         ],
     }
+    if spec.signing_secret:
+        pod_spec["volumes"].append(signing_volume(spec.signing_secret))
     if spec.service_account:
         pod_spec["serviceAccountName"] = spec.service_account
     manifest = {
@@ -116,8 +118,33 @@ def deployment(body: kopf.Body, spec: specs.ReportPoolSpec, *, replicas: int) ->
     return _adopted(body, manifest)
 
 
+SIGNING_VOLUME = "signing"
+SIGNING_MODE = 0o440
+"""The key's files: readable by the renderer's group (the pod's fsGroup), by no one else."""
+
+
+def signing_volume(secret: str) -> dict[str, Any]:
+    """The signing Secret (``kubernetes.io/tls``: tls.crt, tls.key, maybe ca.crt) as a volume;
+    not optional: a pool that names a missing Secret has no pod start rather than none sign."""
+    return {
+        "name": SIGNING_VOLUME,
+        "secret": {"secretName": secret, "defaultMode": SIGNING_MODE, "optional": False},
+    }
+
+
 def renderer_container(spec: specs.ReportPoolSpec) -> dict[str, Any]:
     port = renderer_api.PORT
+    mounts = [
+        {"name": "templates", "mountPath": specs.TEMPLATES_PATH, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    if spec.signing_secret:
+        # The renderer's default signing folder: no variable needed. It reads the key at start,
+        # so a renewed certificate takes a restart of the pods (README: Signed PDFs).
+        mounts.append(
+            {"name": SIGNING_VOLUME, "mountPath": renderer_api.SIGNING_DIR, "readOnly": True}
+        )
 
     def probe(path: str, **tuning: int) -> dict[str, Any]:
         return {"httpGet": {"path": path, "port": "http"}, "timeoutSeconds": 5, **tuning}
@@ -142,11 +169,7 @@ def renderer_container(spec: specs.ReportPoolSpec) -> dict[str, Any]:
             "readOnlyRootFilesystem": True,  # writable: /tmp (also HOME) and /dev/shm only
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [
-            {"name": "templates", "mountPath": specs.TEMPLATES_PATH, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "dshm", "mountPath": "/dev/shm"},
-        ],
+        "volumeMounts": mounts,
     }
 
 

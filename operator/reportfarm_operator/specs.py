@@ -179,6 +179,9 @@ class ReportPoolSpec:
     service_account: str | None
     admin_token_secret: tuple[str, str] | None
     """(Secret, key) of the token ``PUT /pool`` requires; None: no token."""
+    signing_secret: str | None
+    """The ``kubernetes.io/tls`` Secret with the farm's signing key, mounted into every renderer
+    at ``renderer_api.SIGNING_DIR``; None: the renderers do not sign."""
     templates_config_map: str | None
     """The user's ConfigMap of templates; None: the pool's own (inline templates)."""
     inline_templates: dict[str, str]
@@ -225,6 +228,7 @@ def read(spec: Mapping[str, Any], pool_policy: policy.PoolSpec) -> ReportPoolSpe
         visibility_timeout_s=int(get(spec, "visibilityTimeoutSeconds")),
         service_account=_optional(spec, "serviceAccountName"),
         admin_token_secret=secret_ref(spec, "adminTokenSecretRef"),
+        signing_secret=_optional(spec.get("signingSecretRef") or {}, "name"),
         templates_config_map=_optional(templates, "configMapName"),
         inline_templates={str(k): str(v) for k, v in (templates.get("inline") or {}).items()},
     )

@@ -183,7 +183,9 @@ class JobRunner:
         """The finishing stages the job asks for, each timed as ``finish_<name>``."""
         if finish.sign is not None and self.signer is None:
             raise finishing.FinishingFailed(
-                "sign", "this farm has no signing key (see README: signing key Secret)"
+                "sign",
+                f"this farm has no signing key (no {signing.KEY_FILE} in "
+                f"{self.settings.signing_dir}; see README: Signed PDFs)",
             )
         with self._stage("finish_load_files", stages):
             files = await self._load_files(job, finish)

@@ -90,6 +90,11 @@ class RendererSettings(common.FromEnv):
     Default: Playwright's own browser if installed, else /usr/bin/chromium."""
     allowed_hosts: tuple[str, ...] = common.setting(Var.ALLOWED_HOSTS, ())
     """REPORTFARM_ALLOWED_HOSTS: comma-separated hosts documents may load from (public IPs only)."""
+    signing_dir: Path = common.setting(Var.SIGNING_DIR, Path(renderer_api.SIGNING_DIR))
+    """REPORTFARM_SIGNING_DIR: the farm's signing key, a ``kubernetes.io/tls`` Secret mounted as a
+    folder (``tls.crt``, ``tls.key``, optionally ``ca.crt`` for the chain), read once at start.
+    No ``tls.key`` there: jobs that ask for a signature fail; a key that cannot be used stops the
+    renderer at start (see ``finishing.signing``)."""
     admin_token: str | None = None
     """REPORTFARM_ADMIN_TOKEN: if set, PUT /pool needs ``Authorization: Bearer <token>``."""
     worker_id: str = dataclasses.field(default_factory=socket.gethostname)

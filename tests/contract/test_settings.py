@@ -78,6 +78,8 @@ def another_value(kind: Any, default: Any, var: common.Variable) -> tuple[str, A
         return str(kind(given)), kind(given) * var.unit
     if kind == tuple[str, ...]:
         return " a, b ,", ("a", "b")
+    if kind is Path:
+        return " /set/by/test ", Path("/set/by/test")
     assert kind is str, kind
     return "set-by-test", "set-by-test"
 

@@ -34,6 +34,7 @@ import pytest
 import yaml
 from reportfarm_operator import children, k8s, validation
 
+from reportfarm import renderer_api
 from tests.harness import kube as kube_harness
 
 pytestmark = pytest.mark.timeout(3600)  # a cold cache builds helm first
@@ -343,6 +344,7 @@ def renderer_pod() -> dict[str, Any]:
     example = yaml.safe_load((CHART / "examples" / "reportpool.yaml").read_text())
     example["metadata"].update(namespace="billing", uid="u-1")
     example["spec"]["adminTokenSecretRef"] = {"name": "renderer-admin"}
+    example["spec"]["signingSecretRef"] = {"name": "reportfarm-signing"}  # the key: read-only
     deployment = children.deployment(
         kopf.Body(example), validation.parse(example["spec"]), replicas=1
     )
@@ -471,6 +473,18 @@ def test_the_renderer_gets_its_secrets_from_secrets_only() -> None:
         assert env[name]["valueFrom"]["secretKeyRef"]["name"] == secret, name
     assert secret_like_env(container) == []
     assert not container.get("envFrom"), "envFrom would pour a whole ConfigMap/Secret in"
+
+
+def test_the_signing_key_is_a_read_only_secret_volume_only_the_renderers_group_reads() -> None:
+    pod = renderer_pod()
+    (container,) = pod["containers"]
+    [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == renderer_api.SIGNING_DIR]
+    assert mount["readOnly"] is True
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "reportfarm-signing"
+    assert volume["secret"]["defaultMode"] & 0o007 == 0  # not world-readable
+    assert volume["secret"]["defaultMode"] & 0o040  # the pod's fsGroup: the renderer's
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
 
 
 def test_workload_identity_puts_no_secret_in_the_renderer() -> None:

@@ -180,6 +180,28 @@ def test_probes_ports_and_mounts() -> None:
     assert renderer["securityContext"]["allowPrivilegeEscalation"] is False
 
 
+def test_a_signing_secret_is_mounted_read_only_where_the_renderer_looks() -> None:
+    deployment = by_kind(pool(signingSecretRef={"name": "reportfarm-signing"}))["Deployment"]
+    mounts = {m["name"]: m for m in container(deployment)["volumeMounts"]}
+    assert mounts["signing"] == {
+        "name": "signing",
+        "mountPath": renderer_api.SIGNING_DIR,  # the renderer's default: no variable needed
+        "readOnly": True,
+    }
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["signing"]["secret"]["secretName"] == "reportfarm-signing"
+    assert volumes["signing"]["secret"]["optional"] is False  # a missing Secret: no pod starts
+    assert renderer_api.Var.SIGNING_DIR not in env(deployment)
+
+
+def test_without_a_signing_secret_nothing_is_mounted() -> None:
+    deployment = by_kind(pool())["Deployment"]
+    mounts = [m["mountPath"] for m in container(deployment)["volumeMounts"]]
+    assert renderer_api.SIGNING_DIR not in mounts
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert "signing" not in {v["name"] for v in volumes}
+
+
 def test_inline_templates_get_an_owned_config_map_and_roll_the_pods_when_changed() -> None:
     first = by_kind(pool(templates={"inline": {"a.html": "<p>{{ x }}</p>"}}))
     config_map = first["ConfigMap"]
@@ -258,6 +280,8 @@ def test_the_crd_keeps_status_fields_and_validates_limits() -> None:
     }
     assert "self.min <= self.max" in rules
     assert "has(self.connectionSecretRef) != has(self.accountUrl)" in rules
+    signing = _spec_schema()["properties"]["signingSecretRef"]
+    assert signing["required"] == ["name"] and set(signing["properties"]) == {"name"}
     columns = {column["name"]: column["jsonPath"] for column in version["additionalPrinterColumns"]}
     assert columns["Replicas"] == ".status.replicas"
     assert columns["Browsers"] == ".status.browsers"  # running/desired, as the pods report

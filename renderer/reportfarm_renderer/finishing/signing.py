@@ -1,18 +1,477 @@
-"""The ``sign`` stage (being built: see issue 16)."""
+"""The ``sign`` stage: a PAdES baseline B-B signature (``ETSI.CAdES.detached``, SHA-256) by the
+farm's key, added as an incremental update, always the last stage (a later change would break it).
+
+The key and its certificate come from a ``kubernetes.io/tls`` Secret mounted as a folder
+(``REPORTFARM_SIGNING_DIR``, by default ``renderer_api.SIGNING_DIR``): ``tls.key`` (unencrypted,
+PEM or DER), ``tls.crt`` (the signer's certificate, possibly followed by its intermediates, as
+cert-manager writes it) and optionally ``ca.crt`` (more of the chain, embedded too). They are read
+once, at start, by :meth:`Signer.load`, which also signs a blank page to prove they work: a key
+that cannot be used stops the renderer with its reason instead of failing every job. A folder
+with neither file means no signing: a job asking for a signature then fails (poison) saying so.
+A job never carries a key; it only asks for a signature.
+
+What a signature is here:
+
+- an approval signature in a new field, ``ReportfarmSignature``, with the job's reason, location
+  and contact in the signature dictionary;
+- invisible (a zero-size widget on the first page), or visible: a stamp in the job's box on its
+  page, saying who signed (the certificate's common name), when (UTC) and, cut to a line each, the
+  reason and location. Its text is an embedded subset of Noto Sans CJK (Latin and CJK alike):
+  PDF/A allows no font that is not embedded, and the PDF may be PDF/A by now;
+- an encrypted PDF (``permissions``) is signed with the owner password that stage left, and keeps
+  its encryption and permissions;
+- the document's metadata (its Info dictionary and XMP) stays as the earlier stages made it:
+  pyHanko would rewrite the XMP (breaking the PDF/A extension schemas Factur-X needs, pyHanko
+  issue 755) and add itself to the Info's producer only, which PDF/A forbids (the two must agree).
+
+Not here: a timestamp from a timestamp authority (B-T) and revocation data for long-term
+validation (B-LT, B-LTA); the signing time is the renderer's clock.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import io
+import logging
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reportfarm.finishing import FinishError
+import pikepdf
+from asn1crypto import keys as asn1_keys
+from asn1crypto import x509 as asn1_x509
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from cryptography.x509.oid import NameOID
+from pyhanko.pdf_utils import layout
+from pyhanko.pdf_utils.crypt import AuthStatus
+from pyhanko.pdf_utils.font.api import FontEngineFactory
+from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+from pyhanko.pdf_utils.text import TextBoxStyle
+from pyhanko.pdf_utils.writer import BasePdfFileWriter
+from pyhanko.sign import fields, signers
+from pyhanko.stamp import TextStampStyle
+from pyhanko_certvalidator.registry import SimpleCertificateStore
+
+from reportfarm.finishing import FinishError, Signature
 
 if TYPE_CHECKING:
+    from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
+
     from . import Inputs
 
+logger = logging.getLogger(__name__)
+# fontTools logs each subset it makes, a line per table, at INFO: thirty lines a visible signature.
+logging.getLogger("fontTools.subset").setLevel(logging.WARNING)
 
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+CHAIN_FILE = "ca.crt"
+"""The file names of a ``kubernetes.io/tls`` Secret (``ca.crt``: as cert-manager adds it)."""
+FIELD_NAME = "ReportfarmSignature"
+STAMP_FONTS = (
+    Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"),  # Debian: fonts-noto-cjk
+    Path("/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc"),  # Arch: noto-fonts-cjk
+    Path("/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc"),  # Fedora
+)
+"""Where the stamp's font is looked for (the renderer image installs fonts-noto-cjk)."""
+STAMP_FACE = "Noto Sans CJK SC"
+"""The face taken from the collection (any face has Latin; this one's CJK is Simplified Chinese)."""
+STAMP_FONT_SIZE = 10
+STAMP_LINE = 80
+"""Characters of a stamp line (reason, location) before it is cut; the signature keeps it whole."""
+MIN_RSA_BITS = 2048
+PrivateKey = (
+    rsa.RSAPrivateKey
+    | ec.EllipticCurvePrivateKey
+    | ed25519.Ed25519PrivateKey
+    | ed448.Ed448PrivateKey
+)
+"""The keys pyHanko signs with."""
+_SHA256 = hashes.SHA256()
+
+
+class SignerError(Exception):
+    """The signing folder holds a key or certificate that cannot be used (or the stamp's font is
+    missing): the renderer does not start."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Signer:
-    """The farm's key and certificate (being built)."""
+    """The farm's key and certificate, loaded once at start (:meth:`load`), and the stamp's font."""
+
+    pyhanko_signer: signers.SimpleSigner
+    certificate: x509.Certificate
+    chain: tuple[x509.Certificate, ...]
+    """The certificates embedded after the signer's (intermediates, and the root if given)."""
+    font: bytes
+    """The stamp's font program: an OpenType (CFF) face of 1000 units per em, as pyHanko needs."""
+
+    @property
+    def subject(self) -> str:
+        return self.certificate.subject.rfc4514_string()
+
+    @property
+    def name(self) -> str:
+        """Who signs, as the stamp says it: the certificate's common name, else its subject."""
+        names = self.certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        value = names[0].value if names else None
+        return value if isinstance(value, str) and value.strip() else self.subject
+
+    @property
+    def not_after(self) -> datetime.datetime:
+        return self.certificate.not_valid_after_utc
+
+    def describe(self) -> str:
+        """For the start-up log: the certificate, never the key."""
+        return (
+            f"certificate {self.subject!r} issued by {self.certificate.issuer.rfc4514_string()!r}, "
+            f"valid until {self.not_after:%Y-%m-%d}, SHA-256 "
+            f"{self.certificate.fingerprint(_SHA256).hex()}, {len(self.chain)} more in the chain"
+        )
+
+    def check_current(self, moment: datetime.datetime) -> None:
+        """A certificate out of its validity makes signatures no validator accepts."""
+        if moment > self.certificate.not_valid_after_utc:
+            raise FinishError(
+                f"the farm's signing certificate {self.subject!r} expired on "
+                f"{self.certificate.not_valid_after_utc:%Y-%m-%d %H:%M} UTC: renew its Secret"
+            )
+        if moment < self.certificate.not_valid_before_utc:
+            raise FinishError(
+                f"the farm's signing certificate {self.subject!r} is not valid before "
+                f"{self.certificate.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
+            )
+
+    @classmethod
+    def load(cls, folder: Path) -> Signer | None:
+        """The key in ``folder`` (a mounted ``kubernetes.io/tls`` Secret), proven by signing a
+        blank page; None when the folder holds neither key nor certificate (signing is off).
+        Blocking (files, a signature): run it in a thread. Raises :class:`SignerError`."""
+        key_path, cert_path = folder / KEY_FILE, folder / CERT_FILE
+        if not key_path.exists() and not cert_path.exists():
+            others = sorted(p.name for p in _listing(folder) if not p.name.startswith("."))
+            if others:  # a Secret of another shape: better said now than by every signed job
+                raise SignerError(
+                    f"{folder} holds {', '.join(others)[:200]} but no {KEY_FILE} and "
+                    f"{CERT_FILE}: mount a kubernetes.io/tls Secret (kubectl create secret tls)"
+                )
+            return None
+        for path in (key_path, cert_path):
+            if not path.exists():
+                raise SignerError(
+                    f"{folder} holds {key_path.name if path is cert_path else cert_path.name} "
+                    f"but no {path.name}: a kubernetes.io/tls Secret has both"
+                )
+        key = _private_key(_read(key_path))
+        certificates = _certificates(_read(cert_path), cert_path)
+        chain_path = folder / CHAIN_FILE
+        extra = _certificates(_read(chain_path), chain_path) if chain_path.exists() else []
+        mine = _public(key)
+        leaves = [cert for cert in certificates if _public(cert.public_key()) == mine]
+        if not leaves:
+            subjects = ", ".join(repr(cert.subject.rfc4514_string()) for cert in certificates)
+            raise SignerError(
+                f"{key_path} does not match the certificate in {cert_path} ({subjects}): "
+                "the Secret must hold the certificate of this key"
+            )
+        certificate = leaves[0]
+        _check_certificate(certificate, datetime.datetime.now(datetime.UTC))
+        seen = {certificate.fingerprint(_SHA256)}
+        chain: list[x509.Certificate] = []
+        for cert in (*certificates, *extra):
+            if cert.fingerprint(_SHA256) not in seen:
+                seen.add(cert.fingerprint(_SHA256))
+                chain.append(cert)
+        signer = cls(
+            pyhanko_signer=_pyhanko_signer(key, certificate, chain),
+            certificate=certificate,
+            chain=tuple(chain),
+            font=stamp_font(),
+        )
+        signer.prove()
+        return signer
+
+    def prove(self) -> None:
+        """Sign a blank page (visible, so the stamp's font is tried too): whatever pyHanko
+        refuses about the key shows at start, not in the first job."""
+        document = pikepdf.new()
+        document.add_blank_page(page_size=(595, 842))
+        blank = io.BytesIO()
+        document.save(blank)
+        wanted = Signature(visible=True, reason="start-up check")
+        try:
+            sign(blank.getvalue(), self, wanted, owner_password=None)
+        except Exception as error:
+            raise SignerError(
+                f"signing a blank page with {self.subject!r} failed: "
+                f"{type(error).__name__}: {error}"[:500]
+            ) from error
 
 
 def apply(pdf: bytes, inputs: Inputs) -> bytes:
-    raise FinishError("sign: not built yet")
+    wanted = inputs.finish.sign
+    assert wanted is not None
+    if inputs.signer is None:
+        raise FinishError("this farm has no signing key (see README: Signed PDFs)")
+    return sign(pdf, inputs.signer, wanted, owner_password=inputs.owner_password)
+
+
+def sign(
+    pdf: bytes,
+    signer: Signer,
+    wanted: Signature,
+    *,
+    owner_password: str | None,
+    moment: datetime.datetime | None = None,
+) -> bytes:
+    """``pdf`` with a PAdES B-B signature by ``signer`` as ``wanted`` asks, as an incremental
+    update; ``owner_password`` opens an encrypted PDF. Raises FinishError on a job's mistake."""
+    moment = moment or datetime.datetime.now(datetime.UTC)
+    signer.check_current(moment)
+    writer = _Writer(io.BytesIO(pdf))
+    if writer.prev.encrypted:
+        if owner_password is None:
+            raise FinishError("the PDF is encrypted, and no owner password came with it")
+        if writer.encrypt(owner_password).status is not AuthStatus.OWNER:
+            raise FinishError("the owner password the permissions stage left does not open it")
+    metadata = signers.PdfSignatureMetadata(
+        field_name=FIELD_NAME,
+        subfilter=fields.SigSeedSubFilter.PADES,
+        md_algorithm="sha256",
+        reason=wanted.reason,
+        location=wanted.location,
+        contact_info=wanted.contact,
+    )
+    if not wanted.visible:
+        spec = fields.SigFieldSpec(FIELD_NAME, on_page=0)
+        pdf_signer = signers.PdfSigner(metadata, signer.pyhanko_signer, new_field_spec=spec)
+        return pdf_signer.sign_pdf(writer).getvalue()
+    page, box = _placement(pdf, wanted)
+    style = TextStampStyle(
+        stamp_text="%(text)s",
+        text_box_style=TextBoxStyle(
+            font=_StampFont(signer.font, STAMP_FONT_SIZE), font_size=STAMP_FONT_SIZE
+        ),
+        border_width=1,
+        inner_content_layout=layout.SimpleBoxLayoutRule(
+            x_align=layout.AxisAlignment.ALIGN_MIN,
+            y_align=layout.AxisAlignment.ALIGN_MID,
+            margins=layout.Margins.uniform(5),
+            inner_content_scaling=layout.InnerScaling.SHRINK_TO_FIT,
+        ),
+    )
+    spec = fields.SigFieldSpec(FIELD_NAME, on_page=page, box=box)
+    pdf_signer = signers.PdfSigner(
+        metadata, signer.pyhanko_signer, stamp_style=style, new_field_spec=spec
+    )
+    text = stamp_text(signer.name, moment, wanted)
+    return pdf_signer.sign_pdf(writer, appearance_text_params={"text": text}).getvalue()
+
+
+def stamp_text(name: str, moment: datetime.datetime, wanted: Signature) -> str:
+    """What a visible signature says: who, when (UTC), and the reason and location if given."""
+    lines = [
+        f"Digitally signed by {_line(name)}",
+        f"Date: {moment.astimezone(datetime.UTC):%Y-%m-%d %H:%M:%S} UTC",
+    ]
+    if wanted.reason:
+        lines.append(f"Reason: {_line(wanted.reason)}")
+    if wanted.location:
+        lines.append(f"Location: {_line(wanted.location)}")
+    return "\n".join(lines)
+
+
+def _line(text: str) -> str:
+    flat = re.sub(r"\s+", " ", text).strip()
+    return flat if len(flat) <= STAMP_LINE else flat[: STAMP_LINE - 1].rstrip() + "…"
+
+
+def _placement(pdf: bytes, wanted: Signature) -> tuple[int, tuple[int, int, int, int]]:
+    """The page index and the box in the page's coordinates, in whole points (as pyHanko takes a
+    field's box); FinishError if they do not fit."""
+    with pikepdf.open(io.BytesIO(pdf)) as document:
+        count = len(document.pages)
+        index = count - 1 if wanted.page == -1 else wanted.page
+        if index >= count:
+            raise FinishError(
+                f"finish.sign.page {wanted.page} is past the last page (the PDF has {count})"
+            )
+        llx, lly, urx, ury = (float(value) for value in document.pages[index].mediabox)
+    width, height = urx - llx, ury - lly
+    x1, y1, x2, y2 = (float(value) for value in wanted.box)
+    if x2 > width or y2 > height or x1 >= x2 or y1 >= y2:
+        raise FinishError(
+            f"finish.sign.box {list(wanted.box)} does not fit page {index + 1} "
+            f"({width:g} x {height:g} points)"
+        )
+    corner = (llx + x1, lly + y1, llx + x2, lly + y2)
+    return index, (round(corner[0]), round(corner[1]), round(corner[2]), round(corner[3]))
+
+
+class _Writer(IncrementalPdfFileWriter):
+    """An incremental update that leaves the document's metadata alone (see the module's
+    docstring); pyHanko's maintainer names this override as the way to do that (issue 223)."""
+
+    def _update_meta(self) -> None:
+        return None
+
+
+class _StampFont(FontEngineFactory):
+    """pyHanko's OpenType engine on a font program held in memory (a face of a collection, which
+    its own factory, reading a file by name, cannot open)."""
+
+    def __init__(self, program: bytes, size: int) -> None:
+        self.program = program
+        self.size = size
+
+    def create_font_engine(
+        self, writer: BasePdfFileWriter, obj_stream: object = None
+    ) -> GlyphAccumulator:
+        from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
+
+        if obj_stream is None and writer.stream_xrefs:
+            obj_stream = writer.prepare_object_stream()
+        return GlyphAccumulator(
+            writer=writer,
+            font_handle=io.BytesIO(self.program),
+            font_size=self.size,
+            obj_stream=obj_stream,
+        )
+
+
+def stamp_font(candidates: tuple[Path, ...] = STAMP_FONTS) -> bytes:
+    """The stamp's font program: :data:`STAMP_FACE` out of the first collection found."""
+    try:  # pyHanko's OpenType engine, which the stamp uses: fontTools and HarfBuzz
+        import pyhanko.pdf_utils.font.opentype  # noqa: F401
+        from fontTools.ttLib import TTCollection
+    except ImportError as error:
+        raise SignerError(
+            f"the signature stamp needs pyHanko's OpenType support: {error}; "
+            "install reportfarm[renderer] (pyhanko[opentype])"
+        ) from None
+
+    path = next((candidate for candidate in candidates if candidate.is_file()), None)
+    if path is None:
+        looked = ", ".join(str(candidate) for candidate in candidates)
+        raise SignerError(
+            f"no font for the signature stamp (looked for {looked}): install fonts-noto-cjk"
+        )
+    try:
+        faces = TTCollection(str(path), lazy=True).fonts
+        face = next(
+            (font for font in faces if font["name"].getDebugName(1) == STAMP_FACE), faces[0]
+        )
+        if face["head"].unitsPerEm != 1000 or "CFF " not in face:
+            raise SignerError(f"{path}: the stamp needs an OpenType (CFF) face of 1000 units/em")
+        out = io.BytesIO()
+        face.save(out)
+    except SignerError:
+        raise
+    except Exception as error:
+        raise SignerError(f"{path}: cannot read the stamp's font: {error}") from error
+    return out.getvalue()
+
+
+def _listing(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:  # absent (no Secret mounted) or not a folder
+        return []
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise SignerError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _private_key(data: bytes) -> PrivateKey:
+    try:
+        if b"-----BEGIN" in data:
+            key = serialization.load_pem_private_key(data, password=None)
+        else:
+            key = serialization.load_der_private_key(data, password=None)
+    except TypeError:
+        raise SignerError(
+            f"{KEY_FILE} is encrypted: the Secret must hold it unencrypted "
+            "(as `kubectl create secret tls` and cert-manager store it)"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm) as error:
+        raise SignerError(f"{KEY_FILE} is not a private key in PEM or DER: {error}") from None
+    if isinstance(key, rsa.RSAPrivateKey) and key.key_size < MIN_RSA_BITS:
+        raise SignerError(f"{KEY_FILE} is a {key.key_size}-bit RSA key: at least 2048 bits")
+    if not isinstance(key, PrivateKey):
+        raise SignerError(
+            f"{KEY_FILE} is a {type(key).__name__}: the farm signs with RSA, ECDSA or EdDSA keys"
+        )
+    return key
+
+
+def _certificates(data: bytes, path: Path) -> list[x509.Certificate]:
+    try:
+        if b"-----BEGIN" in data:
+            found = x509.load_pem_x509_certificates(data)
+        else:
+            found = [x509.load_der_x509_certificate(data)]
+    except ValueError as error:
+        raise SignerError(f"{path} holds no certificate in PEM or DER: {error}") from None
+    return found
+
+
+def _public(key: object) -> bytes:
+    public = key.public_key() if hasattr(key, "public_key") else key
+    return public.public_bytes(  # type: ignore[union-attr]
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _check_certificate(certificate: x509.Certificate, now: datetime.datetime) -> None:
+    subject = certificate.subject.rfc4514_string()
+    if now > certificate.not_valid_after_utc:
+        raise SignerError(
+            f"the signing certificate {subject!r} expired on "
+            f"{certificate.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
+        )
+    if now < certificate.not_valid_before_utc:
+        raise SignerError(
+            f"the signing certificate {subject!r} is not valid before "
+            f"{certificate.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
+        )
+    try:
+        usage = certificate.extensions.get_extension_for_class(x509.KeyUsage).value
+    except x509.ExtensionNotFound:
+        return
+    if not (usage.digital_signature or usage.content_commitment):
+        raise SignerError(
+            f"the signing certificate {subject!r} may not sign: its key usage has neither "
+            "digitalSignature nor nonRepudiation"
+        )
+    if not usage.content_commitment:
+        logger.warning(
+            "the signing certificate %r has no nonRepudiation (contentCommitment) key usage: "
+            "some validators (pyHanko's by default) refuse its signatures",
+            subject,
+        )
+
+
+def _pyhanko_signer(
+    key: PrivateKey, certificate: x509.Certificate, chain: list[x509.Certificate]
+) -> signers.SimpleSigner:
+    def as_asn1(cert: x509.Certificate) -> asn1_x509.Certificate:
+        return asn1_x509.Certificate.load(cert.public_bytes(serialization.Encoding.DER))
+
+    der = key.private_bytes(
+        serialization.Encoding.DER,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return signers.SimpleSigner(
+        signing_cert=as_asn1(certificate),
+        signing_key=asn1_keys.PrivateKeyInfo.load(der),
+        cert_registry=SimpleCertificateStore.from_certs([as_asn1(cert) for cert in chain]),
+    )
