@@ -130,6 +130,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     versus.add_argument("--samples", type=Path, default=None, help="folder for one PDF per side")
 
+    finish_bench = sub.add_parser(
+        "bench-finish", help="what each finishing option (PDF/A, signing...) costs, x the print"
+    )
+    finish_bench.add_argument("--json", action="store_true", help="print JSON")
+    finish_bench.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per option and document (median)"
+    )
+
     printing = sub.add_parser(
         "bench-print", help="benchmark the print path: pool shapes, Chromium flags, loading"
     )
@@ -324,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             plot=args.plot,
             samples=args.samples,
         )
+    if args.command == "bench-finish":
+        from reportfarm_renderer import bench_finish
+
+        return bench_finish.main(as_json=args.json, repeats=args.repeats)
     if args.command == "bench-print":
         from reportfarm_renderer import bench_print
 

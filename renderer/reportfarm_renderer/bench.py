@@ -37,7 +37,14 @@ from rich.console import Console
 from reportfarm import azurite, renderer_api
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import browser
-from reportfarm_renderer.benchmarking import cpu, end_to_end, measuring, reporting, strategies
+from reportfarm_renderer.benchmarking import (
+    cpu,
+    end_to_end,
+    finishing,
+    measuring,
+    reporting,
+    strategies,
+)
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.settings import RendererSettings
 
@@ -120,12 +127,15 @@ async def run(
         console.log(f"end_to_end: {plan.singles} lone jobs, {plan.bursts} bursts of {plan.burst}")
         await farm.latency_phases(plan)
         await farm.check_pdfs()
+        console.log("finishing: each option on one report per template")
+        finish_costs = await finishing.measure(launcher, documents, log=console.log)
     report: reporting.Report = {name: measured.summary() for name, measured in runs.items()}
     # the renderer's lanes (browsers x pages), for the share of them spent printing
     lanes = strategies.lanes("reportfarm", lab, pool_size)
     report[END_TO_END] = farm.result.summary(plan, pool_size=lanes)
     for name in order:
         report[name]["cpu_ms_per_pdf"] = cpu.per_pdf(spent[name], jobs)
+    report["finishing"] = finish_costs
     report["ratios"] = reporting.ratios(report)
     report["targets"] = reporting.targets(report["ratios"])
     report["parameters"] = {

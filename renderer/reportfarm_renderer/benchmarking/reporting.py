@@ -107,6 +107,10 @@ def show(report: Report, console: Console) -> None:
         f"{burst_bound_ms(end_to_end) or float('nan'):.0f} ms"
     )
     _show_cpu(report, console)
+    if report.get("finishing"):
+        from reportfarm_renderer.benchmarking import finishing
+
+        console.print(finishing.table(report["finishing"]))
     checks = Table(title="ratios (one run, same machine: these are what we report)")
     for column in ("ratio", "value", "target", "met"):
         checks.add_column(column, justify="left" if column == "ratio" else "right")
