@@ -87,6 +87,26 @@ if [ -x scripts/gotenberg/build.sh ]; then
   step "Gotenberg (side by side benchmark)" gotenberg_build
 fi
 
+# veraPDF for the PDF/A tests (tests/finishing): org.verapdf.apps:cli from Maven Central, cached in
+# ${REPORTFARM_CACHE:-~/.cache/reportfarm}/verapdf (~10 s the first time, instant when cached). A
+# failed install does not stop the suite: those tests then say why they skip.
+verapdf_install() {
+  local log
+  log="$(mktemp)"
+  if bash scripts/verapdf/install.sh >"$log" 2>&1; then
+    export REPORTFARM_VERAPDF="$(tail -n 1 "$log")"
+    echo "   veraPDF: $REPORTFARM_VERAPDF"
+  else
+    echo "   veraPDF install failed (the PDF/A tests will skip):"
+    tail -n 20 "$log"
+  fi
+  rm -f "$log"
+}
+
+if [ -x scripts/verapdf/install.sh ]; then
+  step "veraPDF (PDF/A validator)" verapdf_install
+fi
+
 # The real-node tests (tests/node): Debian's podman/containerd/runc/CNI plugins, the kubelet and
 # the images (cached by content in ~/.cache/reportfarm/images). They need root, as CI runs;
 # REPORTFARM_NODE_TESTS=0 leaves them out (skipped).
