@@ -272,3 +272,15 @@ def test_an_invoice_xml_that_cannot_be_is_a_permanent_error_naming_the_stage(
     assert failed.value.kind == "finish"
     assert reason in str(failed.value)
     assert str(failed.value).startswith("finishing stage 'facturx' failed: ")
+
+
+@verapdf.needs_verapdf
+def test_verapdf_rejects_what_chromium_prints_before_the_pdfa_stage(
+    printed: Mapping[str, bytes],
+) -> None:
+    """The validator tells conforming from not: Chromium's print is not PDF/A by itself."""
+    (verdict,) = verapdf.validate({"plain": printed["plain"]}, "2b").values()
+    assert not verdict.compliant
+    rules = " ".join(verdict.failures)
+    assert "6.2.4.3-2" in rules  # DeviceRGB with no output intent
+    assert "6.6.2.1-1" in rules  # no XMP metadata
