@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -22,35 +19,18 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-INSTALL = ROOT / "scripts" / "verapdf" / "install.sh"
+from . import javatools
+
 ENV_VAR = "REPORTFARM_VERAPDF"
 """The launcher to use (scripts/test.sh sets it); else the cached one of install.sh's version."""
 
 
-def pinned_version() -> str:
-    match = re.search(r'VERSION="\$\{VERAPDF_VERSION:-([^}]+)\}"', INSTALL.read_text("utf-8"))
-    assert match, f"{INSTALL} names no default version"
-    return match[1]
-
-
 def launcher() -> Path | None:
     """veraPDF's launcher, if installed."""
-    if os.environ.get(ENV_VAR):
-        given = Path(os.environ[ENV_VAR])
-        return given if given.is_file() and os.access(given, os.X_OK) else None
-    cache = Path(os.environ.get("REPORTFARM_CACHE") or Path.home() / ".cache" / "reportfarm")
-    cached = cache / "verapdf" / pinned_version() / "verapdf"
-    if cached.is_file() and os.access(cached, os.X_OK) and shutil.which("java"):
-        return cached
-    return None
+    return javatools.launcher("verapdf", ENV_VAR)
 
 
-needs_verapdf = pytest.mark.skipif(
-    launcher() is None,
-    reason=f"veraPDF is not installed: run scripts/verapdf/install.sh (scripts/test.sh does), "
-    f"or set {ENV_VAR} to its launcher",
-)
+needs_verapdf = pytest.mark.skipif(launcher() is None, reason=javatools.missing("verapdf", ENV_VAR))
 
 
 @dataclasses.dataclass(frozen=True)
