@@ -80,6 +80,7 @@ def _party(party: Mapping[str, Any]) -> list[etree._Element]:
             RAM.CityName(party["city"]),
             RAM.CountryID(party["country"]),
         ),
+        RAM.URIUniversalCommunication(RAM.URIID(party["email"], schemeID="EM")),
         RAM.SpecifiedTaxRegistration(RAM.ID(party["vat_id"], schemeID="VA")),
     ]
 
@@ -115,6 +116,10 @@ def factur_x_xml(invoice: Mapping[str, Any]) -> bytes:
             RAM.ID(invoice["number"]),
             RAM.TypeCode("380"),
             RAM.IssueDateTime(_date(invoice["issued"])),
+            *[
+                RAM.IncludedNote(RAM.Content(note["text"]), RAM.SubjectCode(note["code"]))
+                for note in invoice["notes"]
+            ],
         ),
         RSM.SupplyChainTradeTransaction(
             *[_line(line) for line in invoice["lines"]],

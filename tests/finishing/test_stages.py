@@ -17,7 +17,7 @@ from reportfarm_renderer import finishing as stages
 
 from reportfarm import finishing
 
-from . import verapdf
+from . import mustang, verapdf
 
 pytestmark = [pytest.mark.chromium]
 
@@ -165,10 +165,9 @@ def test_attached_files_are_associated_files_of_a_valid_pdfa_3b(
         }
 
 
-@verapdf.needs_verapdf
-def test_a_factur_x_invoice_is_pdfa_3b_and_the_library_reads_its_xml_back(
-    printed: Mapping[str, bytes], invoice_xml: bytes
-) -> None:
+@pytest.fixture(scope="module")
+def factur_x_invoice(printed: Mapping[str, bytes], invoice_xml: bytes) -> bytes:
+    """The tagged invoice finished as a Factur-X e-invoice, with one more file attached."""
     metadata = finishing.Metadata(
         title="Facture FA-2026-0142", author="Atelier Lumen SAS", language="fr"
     )
@@ -178,7 +177,14 @@ def test_a_factur_x_invoice_is_pdfa_3b_and_the_library_reads_its_xml_back(
         attachments=(finishing.Attachment(blob=finishing.attachment_blob(JOB, "lines.csv")),),
     )
     files = {XML_BLOB: invoice_xml, finishing.attachment_blob(JOB, "lines.csv"): b"a;b\n1;2\n"}
-    finished = run(printed["tagged"], finish, files)
+    return run(printed["tagged"], finish, files)
+
+
+@verapdf.needs_verapdf
+def test_a_factur_x_invoice_is_pdfa_3b_and_the_library_reads_its_xml_back(
+    printed: Mapping[str, bytes], invoice_xml: bytes, factur_x_invoice: bytes
+) -> None:
+    finished = factur_x_invoice
     assert_compliant({"invoice": finished}, "3b")
 
     name, xml = facturx.get_facturx_xml_from_pdf(finished, check_xsd=True)
@@ -210,6 +216,14 @@ def test_a_factur_x_invoice_is_pdfa_3b_and_the_library_reads_its_xml_back(
             af.objgen for af in document.Root.AF
         }
     assert structure(finished) == structure(printed["tagged"])
+
+
+@mustang.needs_mustang
+def test_a_factur_x_invoice_is_valid_by_mustang(factur_x_invoice: bytes) -> None:
+    """The whole e-invoice by a Factur-X validator: PDF/A-3, the fx: XMP, the XML's XSD and
+    EN 16931 business rules, its sums; not even a warning."""
+    verdict = mustang.validate(factur_x_invoice)
+    assert verdict.valid and not verdict.problems, str(verdict)
 
 
 def test_an_invoice_without_a_title_takes_the_html_title_not_the_library_s(
@@ -284,3 +298,24 @@ def test_verapdf_rejects_what_chromium_prints_before_the_pdfa_stage(
     rules = " ".join(verdict.failures)
     assert "6.2.4.3-2" in rules  # DeviceRGB with no output intent
     assert "6.6.2.1-1" in rules  # no XMP metadata
+
+
+@mustang.needs_mustang
+@verapdf.needs_verapdf
+def test_mustang_rejects_an_invoice_whose_xmp_lost_its_factur_x_properties(
+    printed: Mapping[str, bytes], invoice_xml: bytes
+) -> None:
+    """The Factur-X validator tells a Factur-X PDF from a PDF/A-3 that carries an XML: without its
+    fx: properties (what pikepdf's PDF/A preparation alone leaves) the invoice is refused."""
+    finish = finishing.Finish(facturx=finishing.FacturX(xml_blob=XML_BLOB))
+    finished = run(printed["plain"], finish, {XML_BLOB: invoice_xml})
+    with pikepdf.open(io.BytesIO(finished)) as document:
+        with document.open_metadata(set_pikepdf_as_editor=False) as metadata:
+            for key in [key for key in metadata if key.startswith(FX)]:
+                del metadata[key]
+        out = io.BytesIO()
+        document.save(out)
+    assert_compliant({"stripped": out.getvalue()}, "3b")  # still PDF/A-3b...
+    verdict = mustang.validate(out.getvalue())
+    assert not verdict.valid  # ...but not Factur-X
+    assert "ConformanceLevel not found" in str(verdict)
