@@ -87,6 +87,30 @@ if [ -x scripts/gotenberg/build.sh ]; then
   step "Gotenberg (side by side benchmark)" gotenberg_build
 fi
 
+# The validators of the archival tests (tests/finishing), Java tools from Maven Central cached in
+# ${REPORTFARM_CACHE:-~/.cache/reportfarm}/<name> (scripts/maven-jar.sh; ~10 s each the first
+# time, instant when cached): veraPDF (PDF/A) and Mustang (Factur-X). A failed install does not stop
+# the suite: the tests that need the tool then say why they skip.
+validator_install() {
+  local name="$1" variable="$2" log
+  log="$(mktemp)"
+  if bash "scripts/$name/install.sh" >"$log" 2>&1; then
+    export "$variable=$(tail -n 1 "$log")"
+    echo "   $name: ${!variable}"
+  else
+    echo "   $name install failed (the tests that need it will skip):"
+    tail -n 20 "$log"
+  fi
+  rm -f "$log"
+}
+
+if [ -x scripts/verapdf/install.sh ]; then
+  step "veraPDF (PDF/A validator)" validator_install verapdf REPORTFARM_VERAPDF
+fi
+if [ -x scripts/mustang/install.sh ]; then
+  step "Mustang (Factur-X validator)" validator_install mustang REPORTFARM_MUSTANG
+fi
+
 # The real-node tests (tests/node): Debian's podman/containerd/runc/CNI plugins, the kubelet and
 # the images (cached by content in ~/.cache/reportfarm/images). They need root, as CI runs;
 # REPORTFARM_NODE_TESTS=0 leaves them out (skipped).

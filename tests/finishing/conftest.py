@@ -1,14 +1,72 @@
-"""Fixtures of the finishing tests: the renderer's (a real renderer on Azurite and Chromium) and a
-throwaway PKI for signing."""
+"""Fixtures of the finishing tests: PDFs printed once by a real Chromium, the example invoice and
+its Factur-X XML, a throwaway PKI for signing, and the renderer fixtures (Azurite, a client, the
+example templates)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from reportfarm_renderer import browser, templates
+from reportfarm_renderer.finishing import watermark
 
-from ..renderer.conftest import client, storage, template_dir, worker_process  # noqa: F401
+from reportfarm import contract, finishing
+from tests.renderer.conftest import (  # noqa: F401  (fixtures)
+    EXAMPLES,
+    client,
+    storage,
+    template_dir,
+    worker_process,
+)
+
+from . import invoices
 from .keys import Pki
+
+TAGGED = contract.PdfOptions(tagged=True, outline=True)
+
+
+@pytest.fixture(scope="session")
+def invoice() -> dict[str, Any]:
+    return invoices.load()
+
+
+@pytest.fixture(scope="session")
+def invoice_xml() -> bytes:
+    return invoices.XML.read_bytes()
+
+
+@pytest.fixture(scope="session")
+def printed() -> Mapping[str, bytes]:
+    """The example invoice printed by Chromium: ``plain``, ``tagged`` (structure tree and outline)
+    and ``watermarked`` (the finishing watermark: transparent text over the page)."""
+    catalog = templates.TemplateCatalog.load(EXAMPLES / "templates")
+    html = catalog.render("invoice", invoices.load())
+    marked = watermark.apply(html, finishing.Watermark(text="COPIE"))
+
+    async def print_all() -> dict[str, bytes]:
+        async with browser.ChromiumLauncher() as launcher:
+            worker = await launcher.new_worker()
+            try:
+                return {
+                    "plain": await worker.render(html, contract.PdfOptions(), javascript=False),
+                    "tagged": await worker.render(html, TAGGED, javascript=False),
+                    "watermarked": await worker.render(
+                        marked, contract.PdfOptions(), javascript=False
+                    ),
+                }
+            finally:
+                await worker.close()
+
+    return asyncio.run(print_all())
+
+
+def example_data(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EXAMPLES / "data" / f"{name}.json").read_text("utf-8"))
+    return data
 
 
 @pytest.fixture(scope="session")

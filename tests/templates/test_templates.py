@@ -349,10 +349,10 @@ def test_examples_render_their_sample_data(
     assert not examples.wants_javascript(name)
 
 
-def test_examples_catalog_holds_exactly_the_three_reports(
+def test_examples_catalog_holds_exactly_the_four_reports(
     examples: templates.TemplateCatalog,
 ) -> None:
-    assert examples.names == ["achievement", "outlook", "statement"]
+    assert examples.names == ["achievement", "invoice", "outlook", "statement"]
 
 
 @pytest.mark.parametrize("lines", [1, 30, 2000])

@@ -5,8 +5,9 @@ Each stage is a function ``(pdf bytes, Inputs) -> pdf bytes``, run in a thread a
 browser went back to the pool, in this order:
 
 1. ``metadata``: title, author, subject, keywords, language, dates (document info and XMP);
-2. ``attach``: the job's files, embedded with their relationship (PDF/A-3 ``/AF``);
-3. ``facturx``: the invoice XML as ``factur-x.xml``, with Factur-X's XMP (the factur-x library);
+2. ``facturx``: the invoice XML as ``factur-x.xml``, with Factur-X's XMP (the factur-x library,
+   which rewrites the catalogue's files, so it goes before ``attach``);
+3. ``attach``: the job's files, embedded with their relationship (PDF/A-3 ``/AF``);
 4. ``pdfa``: PDF/A-2b or -3b (output intent, XMP identification, what PDF/A forbids removed);
 5. ``permissions``: AES-256 with an owner password made here and kept only for ``sign``;
 6. ``sign``: a PAdES signature by the farm's key, always last (any later change would break it).
@@ -65,10 +66,10 @@ def plan(finish: Finish) -> list[tuple[str, Stage]]:
     stages: list[tuple[str, Stage]] = []
     if finish.metadata is not None or finish.archival is not None:
         stages.append(("metadata", metadata.apply))
-    if finish.attachments:
-        stages.append(("attach", attachments.apply))
     if finish.facturx is not None:
         stages.append(("facturx", facturx.apply))
+    if finish.attachments:
+        stages.append(("attach", attachments.apply))
     if finish.archival is not None:
         stages.append(("pdfa", pdfa.apply))
     if finish.permissions is not None:

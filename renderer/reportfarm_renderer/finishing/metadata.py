@@ -1,5 +1,9 @@
 """The ``metadata`` stage: document information and XMP, kept in step (pikepdf), and the
-document's language (``/Lang``), which screen readers use to pick a voice."""
+document's language (``/Lang``), which screen readers use to pick a voice.
+
+Chromium writes document information only (the HTML ``<title>``, creator, producer, dates), no
+XMP: the packet starts from it, so what the job does not give (the HTML's title) is kept, not
+dropped when the document information is synced from the XMP."""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
     created = finishing.created_at(given.created) if given.created else inputs.moment
     with pikepdf.open(io.BytesIO(pdf)) as document:
         with document.open_metadata(set_pikepdf_as_editor=False) as xmp:
+            if "/Metadata" not in document.Root:
+                xmp.load_from_docinfo(document.docinfo, raise_failure=False)
             if given.title:
                 xmp["dc:title"] = given.title
             if given.author:

@@ -1,0 +1,43 @@
+"""The Java validators the finishing tests run (veraPDF, Mustang): where their launchers are.
+
+Each is installed by its ``scripts/<name>/install.sh`` (through ``scripts/maven-jar.sh``), which
+``scripts/test.sh`` runs and which says where the launcher is; the tests use the launcher an
+environment variable names (test.sh sets it), else the one cached for the script's version.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pinned_version(name: str) -> str:
+    """The version ``scripts/<name>/install.sh`` installs by default."""
+    script = ROOT / "scripts" / name / "install.sh"
+    match = re.search(r'VERSION="\$\{[A-Z_]+_VERSION:-([^}]+)\}"', script.read_text("utf-8"))
+    assert match, f"{script} names no default version"
+    return match[1]
+
+
+def launcher(name: str, env_var: str) -> Path | None:
+    """The tool's launcher, if it is installed (and Java is there to run it)."""
+    if os.environ.get(env_var):
+        given = Path(os.environ[env_var])
+        return given if given.is_file() and os.access(given, os.X_OK) else None
+    cache = Path(os.environ.get("REPORTFARM_CACHE") or Path.home() / ".cache" / "reportfarm")
+    cached = cache / name / pinned_version(name) / name
+    if cached.is_file() and os.access(cached, os.X_OK) and shutil.which("java"):
+        return cached
+    return None
+
+
+def missing(name: str, env_var: str) -> str:
+    """Why a test that needs the tool skips."""
+    return (
+        f"{name} is not installed: run scripts/{name}/install.sh (scripts/test.sh does), "
+        f"or set {env_var} to its launcher"
+    )
