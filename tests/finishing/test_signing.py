@@ -4,6 +4,7 @@ too, and any change to a signed file breaking its signature."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import re
 from pathlib import Path
@@ -11,12 +12,14 @@ from pathlib import Path
 import pikepdf
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
+from pyhanko.keys import load_certs_from_pemder_data
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.diff_analysis import ModificationLevel
 from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko.sign.validation.status import SignatureCoverageLevel
+from pyhanko_certvalidator import ValidationContext
 from reportfarm_renderer import finishing
 from reportfarm_renderer.finishing import permissions, signing
 
@@ -119,6 +122,38 @@ def test_a_visible_signature_is_a_stamp_in_its_box_on_its_page(
     assert f"Digitally signed by {SIGNER_NAME}" in text
     assert "Reason: Approved 批准" in text and " UTC" in text
     assert fonts and all(embedded for embedded in fonts)  # PDF/A: every font embedded
+
+
+@pytest.fixture(scope="module")
+def latin_signer(tmp_path_factory: pytest.TempPathFactory) -> signing.Signer:
+    """A signer whose name is all Latin (the bench's throwaway key): its stamps can be cut."""
+    from reportfarm_renderer.benchmarking import finishing as bench
+
+    return bench.throwaway_signer(tmp_path_factory.mktemp("latin"))
+
+
+@pytest.mark.parametrize(
+    ("reason", "small"), [("Statement of account — Zürich", True), ("Approved 批准", False)]
+)
+def test_a_latin_stamp_is_set_in_the_cut_face_and_any_other_in_the_whole(
+    latin_signer: signing.Signer, reason: str, small: bool
+) -> None:
+    signer = latin_signer
+    assert 0 < len(signer.small_font) < len(signer.font) // 100
+    now = datetime.datetime.now(datetime.UTC)
+    text = signing.stamp_text(signer.name, now, Signature(reason=reason))
+    assert (signer.stamp_font_for(text) is signer.small_font) is small
+    pdf = signed(signer, Signature(visible=True, reason=reason))
+    with pikepdf.open(io.BytesIO(pdf)) as opened:
+        [widget] = opened.Root.AcroForm.Fields
+        assert f"Reason: {reason}" in stamp_text(widget.AP.N)
+        assert all(stamp_fonts(widget.AP.N))
+    [signature] = signatures(pdf)
+    [root] = load_certs_from_pemder_data(pem(signer.certificate))
+    status = validate_pdf_signature(
+        signature, ValidationContext(trust_roots=[root], allow_fetching=False)
+    )
+    assert status.intact and status.valid and status.trusted
 
 
 def stamp_text(appearance: pikepdf.Object) -> str:

@@ -13,6 +13,7 @@ average is reported with them)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import json
@@ -185,7 +186,9 @@ async def measure(
     costs = Costs()
     worker = await launcher.new_worker()
     with tempfile.TemporaryDirectory(prefix="reportfarm-bench-signing-") as folder:
-        signer = throwaway_signer(Path(folder))
+        # pyHanko's synchronous calls run an event loop of their own: off this one, as in the
+        # renderer (a thread)
+        signer = await asyncio.to_thread(throwaway_signer, Path(folder))
         try:
             for document in one_per_template(documents):
                 log(f"finishing: {document.template}")
@@ -225,7 +228,7 @@ async def _document(
         if built is None:
             continue
         finish, files = built
-        ms, size = _finished(plain, finish, files, signer, repeats)
+        ms, size = await asyncio.to_thread(_finished, plain, finish, files, signer, repeats)
         costs.add(option, document.template, ms, size, base)
 
 
