@@ -110,3 +110,24 @@ def test_ratios_parameters_and_plot(tiny_run: tuple[dict[str, object], Path]) ->
     assert str(parameters["chromium"])[:1].isdigit()
     assert len(parameters["load_before"]) == len(parameters["load_after"]) == 3
     assert (folder / "plot" / "bench.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.timeout(660)
+def test_the_finishing_costs_cover_every_option_on_every_template(
+    tiny_run: tuple[dict[str, object], Path],
+) -> None:
+    from reportfarm_renderer.benchmarking import finishing
+
+    report, _ = tiny_run
+    costs = report["finishing"]
+    assert isinstance(costs, dict)
+    templates = set(costs["print_ms"])
+    assert {"achievement", "outlook", "invoice"} <= templates
+    assert all(positive(ms) for ms in costs["print_ms"].values())
+    options = costs["options"]
+    assert set(options) == {*finishing.PRINT_OPTIONS, *finishing.OPTIONS}
+    for name, row in options.items():
+        measured = set(row["ms"])
+        assert measured == ({"invoice"} if name == "facturx" else templates), name
+        assert all(positive(ms) for ms in row["ms"].values()), name
+        assert positive(row["median_ratio_to_print"]) and positive(row["median_size_ratio"])
