@@ -8,7 +8,9 @@
   so a render longer than the timeout is never delivered twice.
 - Storage outages: each failed receive backs off (with jitter) and the loop goes on.
 - ``drain()``: stop receiving, let running jobs finish within the grace period, then make what is
-  left visible again at once (visibility 0) so another pod takes it.
+  left visible again at once (visibility 0) so another pod takes it. Jobs a receive still in
+  flight brings back are run too, within the same grace period: handing them back made each a
+  second delivery on another pod (attempts 2) though nothing of it had run.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ class QueueWorker:
         """False until a receive succeeds, and again after a failed one: /readyz reports it."""
         self.last_error: str | None = None
         self._stopping = asyncio.Event()
+        self._drained = False
+        """Set when drain() stops waiting: after that, what a receive brings is handed back."""
+        self._not_receiving = asyncio.Event()
+        self._not_receiving.set()
         self._room = asyncio.Event()
         self._pacing = backoff.Pacing(poll_max_s=poll_max_s)
 
@@ -96,13 +102,20 @@ class QueueWorker:
                     self._room.clear()
                     await self._wait_for_room()
                     continue
-                received = await self._receive(wanted)
+                self._not_receiving.clear()
+                try:
+                    received = await self._receive(wanted)
+                finally:
+                    self._not_receiving.set()
                 pause = self._pacing.pause_s()
                 if received is None:  # storage error: back off and go on
                     continue
-                if self._stopping.is_set():  # drain began during this receive: hand them back
+                if self._stopping.is_set():  # drain began during this receive
                     for lease in received:
-                        await self._release(lease)
+                        if self._drained:  # too late to run: hand it back
+                            await self._release(lease)
+                        else:  # drain() waits for it with the running ones
+                            self._start(lease)
                     break
                 for lease in received:
                     self._start(lease)
@@ -225,12 +238,24 @@ class QueueWorker:
         Returns the number of jobs released unfinished."""
         self._stopping.set()
         self.metrics.draining.set(1)
-        leases = dict(self.leases)
-        tasks = list(leases)
-        logger.info("draining: %d job(s) running, grace %.0f s", len(tasks), timeout)
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
-        unfinished = [task for task in tasks if not task.done()]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        logger.info("draining: %d job(s) running, grace %.0f s", len(self.leases), timeout)
+        # A receive in flight comes back first (its jobs are run, see run()), then every job,
+        # including those, gets what is left of the grace period.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._not_receiving.wait(), timeout=max(0.0, timeout))
+        leases: dict[asyncio.Task[object], Lease] = {}
+        while True:
+            leases.update(self.leases)
+            pending = [task for task in leases if not task.done()]
+            remaining = deadline - loop.time()
+            if not pending or remaining <= 0:
+                break
+            await asyncio.wait(pending, timeout=remaining)
+        self._drained = True
+        leases.update(self.leases)
+        unfinished = [task for task in leases if not task.done()]
         for task in unfinished:
             task.cancel()
         if unfinished:
@@ -238,7 +263,8 @@ class QueueWorker:
         released = 0
         for task in unfinished:
             released += await self._release(leases[task])
-        logger.info("drained: %d finished, %d released", len(tasks) - len(unfinished), released)
+        finished = len(leases) - len(unfinished)
+        logger.info("drained: %d finished, %d released", finished, released)
         return released
 
     async def _release(self, lease: Lease) -> int:

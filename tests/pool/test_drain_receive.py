@@ -1,0 +1,105 @@
+"""Draining while a receive is in flight: the jobs it brings back are run within the grace period,
+not handed back (a handed-back job was a second delivery on another pod, attempts 2, though
+nothing of it had run). Pure bookkeeping with a fake queue, runner and pool."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, cast
+
+from reportfarm_renderer import worker as working
+from reportfarm_renderer.jobs import Lease
+from reportfarm_renderer.metrics import RendererMetrics
+
+
+@dataclasses.dataclass
+class FakePool:
+    size: int = 2
+    lanes: int = 2
+
+
+@dataclasses.dataclass
+class FakeQueue:
+    """A queue whose receive takes ``receive_s`` and returns ``batch`` messages."""
+
+    receive_s: float
+    batch: int = 2
+    name: str = "fake"
+    in_receive: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    released: list[str] = dataclasses.field(default_factory=list)
+    served: int = 0
+
+    async def receive(self, *, max_messages: int, visibility_timeout: int) -> list[Any]:
+        self.in_receive.set()
+        await asyncio.sleep(self.receive_s)
+        count = min(max_messages, self.batch)
+        self.served += count
+        return [
+            dataclasses.replace(_Delivery(), message_id=f"m{self.served - i}") for i in range(count)
+        ]
+
+    async def release(self, delivery: Any, *, delay_s: float) -> None:
+        self.released.append(delivery.message_id)
+
+
+@dataclasses.dataclass
+class _Delivery:
+    message_id: str = ""
+    dequeue_count: int = 1
+    content: str = ""
+
+
+@dataclasses.dataclass
+class FakeRunner:
+    job_s: float
+    done: list[str] = dataclasses.field(default_factory=list)
+
+    async def run(self, lease: Lease) -> str:
+        await asyncio.sleep(self.job_s)
+        lease.done = True
+        self.done.append(lease.delivery.message_id)
+        return "succeeded"
+
+
+def make(queue: FakeQueue, runner: FakeRunner) -> working.QueueWorker:
+    return working.QueueWorker(
+        runner=cast(Any, runner),
+        lanes=[cast(Any, queue)],
+        pool=cast(Any, FakePool()),
+        metrics=RendererMetrics(),
+        visibility_timeout=30,
+    )
+
+
+async def test_a_receive_in_flight_at_sigterm_is_run_not_handed_back() -> None:
+    queue, runner = FakeQueue(receive_s=0.3), FakeRunner(job_s=0.2)
+    worker = make(queue, runner)
+    loop = asyncio.create_task(worker.run())
+    await queue.in_receive.wait()  # SIGTERM while the first receive is out
+    released = await worker.drain(timeout=5)
+    await loop
+    assert released == 0 and queue.released == []
+    assert sorted(runner.done) == ["m1", "m2"]  # what it brought back ran here, once
+
+
+async def test_what_the_grace_period_cannot_finish_is_still_handed_back() -> None:
+    queue, runner = FakeQueue(receive_s=0.1), FakeRunner(job_s=30)
+    worker = make(queue, runner)
+    loop = asyncio.create_task(worker.run())
+    await queue.in_receive.wait()
+    released = await worker.drain(timeout=0.5)
+    await loop
+    assert released == 2 and sorted(queue.released) == ["m1", "m2"]
+    assert runner.done == []
+
+
+async def test_a_receive_that_returns_after_the_drain_ended_is_handed_back() -> None:
+    queue, runner = FakeQueue(receive_s=1.0), FakeRunner(job_s=0.1)
+    worker = make(queue, runner)
+    loop = asyncio.create_task(worker.run())
+    await queue.in_receive.wait()
+    released = await worker.drain(timeout=0.2)  # ends before the receive comes back
+    await loop
+    assert released == 0
+    assert sorted(queue.released) == ["m1", "m2"] and runner.done == []
