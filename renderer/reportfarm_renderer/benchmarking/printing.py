@@ -78,6 +78,8 @@ class Variant:
     pages: int
     args: tuple[str, ...] = TODAY_ARGS
     wait_until: WaitUntil = "load"
+    executable: str | None = None
+    """Another Chromium build than the launcher's (e.g. Debian's ``chromium-headless-shell``)."""
 
     @property
     def lanes(self) -> int:
@@ -197,7 +199,7 @@ async def opened(lab: Lab, variant: Variant) -> AsyncIterator[Printer]:
     browsers = await asyncio.gather(
         *(
             lab.launcher.playwright.chromium.launch(
-                executable_path=lab.launcher.executable_path,
+                executable_path=variant.executable or lab.launcher.executable_path,
                 args=[*variant.args, browser.marker_arg(marker)],
             )
             for marker in markers
