@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything reportfarm needs on a fresh Debian machine, idempotently:
-# Debian's Chromium (+ CJK fonts), Prometheus, poppler-utils, npm; a project virtualenv .venv/
-# (git-ignored) holding this package with its dev extras; Azurite from npm into tools/ (git-ignored).
+# Debian's Chromium (its headless shell and the full browser) with CJK fonts, Prometheus,
+# poppler-utils, npm; a project virtualenv .venv/ (git-ignored) holding this package with its dev
+# extras; Azurite from npm into tools/ (git-ignored).
 # The system Python is never changed (on Debian/Ubuntu it is "externally managed", PEP 668): the
 # only thing asked of it is `python3 -m venv`. Use the result as .venv/bin/reportfarm, or
 # `source .venv/bin/activate`. Safe to run again: each step skips what is present.
@@ -21,6 +22,8 @@ apt_install() {
 }
 
 need_apt=()
+command -v chromium-headless-shell >/dev/null || need_apt+=(chromium-headless-shell)
+# the full browser: what the benchmarks compare the headless shell with (and Gotenberg's image ships)
 command -v chromium >/dev/null || need_apt+=(chromium)
 [ -d /usr/share/fonts/opentype/noto ] || need_apt+=(fonts-noto-cjk)
 [ -d /usr/share/fonts/truetype/wqy ] || need_apt+=(fonts-wqy-microhei)

@@ -151,6 +151,7 @@ async def run(
         "cpu_count": os.cpu_count(),
         "chromium": lab.chromium_version,
         "chromium_path": launcher.executable_path or "playwright's own",
+        "today_chromium_path": lab.today_chromium or "playwright's own",
         "python": platform.python_version(),
         "renderer_settings": {
             "poll_max_s": settings.poll_max_s,

@@ -78,6 +78,9 @@ async def run(
         "cpu_count": count,
         "chromium": lab.chromium_version,
         "today_args": list(printing.TODAY_ARGS),
+        "chromium_paths": {
+            v.name: v.executable or launcher.executable_path or "playwright's own" for v in chosen
+        },
         "load_before": load_before,
         "load_after": bench._load(),
     }
@@ -115,12 +118,22 @@ def show(report: Report, console: Console) -> None:
         )
     console.print(table)
     console.print(
+        f"Chromium binaries: {_binaries(params)}. "
         f"today: 2 browsers x 1 page, {' '.join(params['today_args'])}; load average before "
         f"{params['load_before']}, after {params['load_after']}. CPU ms/PDF: CPU time per PDF "
         "of the variant's browsers plus the Playwright driver's and this process's while it "
         "printed, little changed by other work on the machine; x today (CPU): today's over the "
         "variant's, above 1 is cheaper"
     )
+
+
+def _binaries(params: dict[str, Any]) -> str:
+    """``today: /usr/bin/chromium; every other: ...`` from the report's per-variant paths."""
+    paths: dict[str, str] = params.get("chromium_paths", {})
+    by_path: dict[str, list[str]] = {}
+    for name, path in paths.items():
+        by_path.setdefault(path, []).append(name)
+    return "; ".join(f"{', '.join(names)}: {path}" for path, names in by_path.items())
 
 
 def _cell(value: float | None) -> str:

@@ -39,8 +39,9 @@ implements :class:`reportfarm_renderer.pool.Worker`:
   that references anything but inline ``data:`` resources fails as a document error.
 - **Site isolation trials are off** (:data:`STABILITY_ARGS`): with them, a page that printed a
   document with a ``data:`` subframe is killed, browser and all, when a document with an
-  ``<iframe srcdoc>`` is set next (Chromium 156, plain Playwright too; about:blank between jobs
-  does not help, the flag does). Jobs are isolated by page and context, not by site process.
+  ``<iframe srcdoc>`` is set next (the full Chromium 156, plain Playwright too; about:blank
+  between jobs does not help, the flag does; the headless shell survives it, the flag stays for
+  whoever runs the full browser). Jobs are isolated by page and context, not by site process.
 """
 
 from __future__ import annotations
@@ -134,13 +135,48 @@ Playwright itself runs headless."""
 
 
 def system_chromium() -> str | None:
-    """The headless shell on PATH, else the full ``chromium`` (whose ``--headless`` is the full
-    browser with no window), else None."""
-    for name in (*HEADLESS_SHELLS, "chromium", "chromium-browser"):
+    """The headless shell on PATH (:func:`unwrapped`), else the full Chromium
+    (:func:`full_chromium`), else None."""
+    for name in HEADLESS_SHELLS:
         found = shutil.which(name)
         if found:
-            return found
-    return None
+            return unwrapped(found)
+    return full_chromium()
+
+
+def unwrapped(path: str) -> str:
+    """The binary a shell-script wrapper runs, if ``path`` is one that names it by its own name.
+
+    Debian's ``/usr/bin/chromium-headless-shell`` is ``/usr/lib/chromium/chromium-headless-shell
+    "$@"`` without ``exec``: launched through it, the browser is the script's child, so the pid
+    the pool finds, signals and measures would be the shell's, and a killed or recycled browser
+    would live on. Anything else (a binary, a wrapper that names no such file) is returned as it
+    is."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4096)
+    except OSError:
+        return path
+    if not head.startswith(b"#!"):
+        return path
+    name = os.path.basename(path)
+    for token in head.decode(errors="replace").split():
+        candidate = token.strip("\"'")
+        if (
+            os.path.isabs(candidate)
+            and os.path.basename(candidate) == name
+            and os.path.realpath(candidate) != os.path.realpath(path)
+            and os.access(candidate, os.X_OK)
+        ):
+            return candidate
+    return path
+
+
+def full_chromium() -> str | None:
+    """The full ``chromium`` on PATH, whose ``--headless`` is the whole browser without a window:
+    what the print path ran before the headless shell (the benchmarks' "today"), and what
+    Gotenberg's image ships."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class ChromiumLauncher:
@@ -192,6 +228,8 @@ class ChromiumLauncher:
             bundled = self._playwright.chromium.executable_path
             if not os.path.exists(bundled):
                 self._executable = system_chromium()
+        else:
+            self._executable = unwrapped(self._executable)
         log.info("Chromium: %s", self._executable or "Playwright's own")
 
     async def close(self) -> None:

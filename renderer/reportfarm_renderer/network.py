@@ -104,7 +104,10 @@ class NetworkGuard:
             f"--proxy-server=http://127.0.0.1:{port}",
             "--proxy-bypass-list=<-loopback>",
             "--host-resolver-rules=MAP * ~NOTFOUND",
+            # The full browser reads the first; the headless shell ignores it and reads the
+            # second (without it, a STUN request reached a local UDP port from the shell).
             "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
         ]
 
     async def install(

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from reportfarm_renderer import browser
 from reportfarm_renderer.benchmarking import printing
 
 
@@ -30,13 +31,21 @@ def test_a_tiny_sweep_reports_every_variant_against_today(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     report = json.loads(done.stdout)
     rows = report["variants"]
+    full, shell = browser.full_chromium(), browser.system_chromium()
+    both = full is not None and shell is not None and full != shell
     assert list(rows) == [
         "today",
         "production",
+        *(["today +headless-shell"] if both else []),
         "shape 1x2",
         "2x1 +in-process-gpu",
         "2x1 domcontentloaded",
     ]
+    paths = report["parameters"]["chromium_paths"]
+    if both:
+        # today's print path ran the full Chromium; everything else the headless shell.
+        assert paths["today"] == full
+        assert {paths[name] for name in rows if name != "today"} == {shell}
     assert rows["today"]["shape"] == "2x1" and rows["today"]["over_today"] == 1.0
     assert rows["shape 1x2"]["lanes"] == 2 and rows["2x1 +in-process-gpu"]["args"] == [
         "--in-process-gpu"

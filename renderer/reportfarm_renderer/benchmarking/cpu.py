@@ -21,6 +21,7 @@ by the driver, under ``chromium``).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -38,7 +39,9 @@ def sample(root: int | None = None) -> Sample:
     totals = dict.fromkeys(COMPONENTS, 0.0)
     for pid, (_, own, reaped, _) in table.items():
         if pid == root:
-            totals["python"] += own  # its reaped children are not the renderer's
+            # its reaped children are not the renderer's; this process's own time is read from
+            # the clock, not /proc's ticks (10 ms: a few cheap PDFs rounded to nothing)
+            totals["python"] += time.process_time() if root == os.getpid() else own
             continue
         component = _component(pid, root, table)
         if component == "driver":  # what the driver reaped are the browsers it launched

@@ -9,8 +9,11 @@ pre-rendered HTML: ``set_content`` and ``pdf``, nothing else) with one factor ch
 - **loading**: ``set_content``'s ``wait_until`` (``load``, ``domcontentloaded``).
 
 The reference, ``today``, is the print path as it was before this sweep: 2 browsers x 1 page
-with :data:`TODAY_ARGS`; ``production`` is the print path as it is now: 2 browsers with the
-default pages per browser and the production switches (``BASE_ARGS`` and ``STABILITY_ARGS``).
+with :data:`TODAY_ARGS` on the full Chromium (:func:`browser.full_chromium`); ``production`` is
+the print path as it is now: 2 browsers with the default pages per browser and the production
+switches (``BASE_ARGS`` and ``STABILITY_ARGS``) on the launcher's Chromium (the headless shell when
+installed); ``today +headless-shell`` is today's with only the binary changed. Every other
+variant runs the launcher's Chromium.
 Both run in every round, so each ratio compares numbers measured side by side. Rounds
 interleave the variants (forward, then backward) as ``reportfarm bench`` does.
 
@@ -110,7 +113,11 @@ def variants(
     ``base_args``, each ``wait_until``. Unknown flag names raise KeyError."""
     production = (*browser.BASE_ARGS, *browser.STABILITY_ARGS)
     pages = settings.DEFAULT_PAGES_PER_BROWSER
-    found = [Variant("today", 2, 1), Variant("production", 2, pages, production)]
+    full = browser.full_chromium()
+    found = [Variant("today", 2, 1, executable=full), Variant("production", 2, pages, production)]
+    shell = browser.system_chromium()
+    if full is not None and shell is not None and shell != full:
+        found.append(Variant("today +headless-shell", 2, 1, executable=shell))
     for shape in shapes:
         browsers, pages = parse_shape(shape)
         found.append(Variant(f"shape {browsers}x{pages}", browsers, pages, tuple(base_args)))

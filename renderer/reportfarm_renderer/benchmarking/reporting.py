@@ -85,7 +85,8 @@ def show(report: Report, console: Console) -> None:
     table = Table(
         title=f"reportfarm bench: pool {params['pool_size']}, {params['jobs']} documents per "
         f"strategy in rounds of {params['rounds']}, {params['cpu_count']} CPUs, "
-        f"Chromium {params['chromium']}"
+        f"Chromium {params['chromium']} ({params['chromium_path']}; ceiling_today: "
+        f"{params.get('today_chromium_path', params['chromium_path'])})"
     )
     for column in ("strategy", "how", "PDFs/s", "p50 ms", "p95 ms", "valid PDFs", "load1"):
         table.add_column(column, justify="left" if column in ("strategy", "how") else "right")

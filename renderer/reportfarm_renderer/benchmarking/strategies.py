@@ -1,6 +1,7 @@
 """The ways to print, each an async context manager that yields a :data:`Job`.
 
-All of them use the same Chromium binary and launch flags (:data:`browser.BASE_ARGS`):
+All of them use the same Chromium binary (the launcher's: the headless shell when installed) and
+launch flags (:data:`browser.BASE_ARGS`), except ``ceiling_today``:
 
 - ``browser_per_job``: launch a browser, open a page, print, close the browser.
 - ``context_per_job``: the reference design: one browser per lane, a new BrowserContext and Page
@@ -15,8 +16,9 @@ All of them use the same Chromium binary and launch flags (:data:`browser.BASE_A
 - ``ceiling``: one warm page per lane (JavaScript off, as our warm page) printing pre-rendered
   HTML: ``set_content`` and ``pdf`` and nothing else: no guard, no reset, no pool; N browsers with
   the production pages per browser (``REPORTFARM_PAGES_PER_BROWSER``) each.
-- ``ceiling_today``: the same with one page per browser and :data:`TODAY_ARGS`, the print path
-  before it was tuned: the fixed reference the new ceiling is compared with in every run.
+- ``ceiling_today``: the same with one page per browser, :data:`TODAY_ARGS` and the full
+  Chromium (:attr:`Lab.today_chromium`), the print path before it was tuned: the fixed reference
+  the new ceiling is compared with in every run.
 
 Lanes (documents printing at once): N for the first two and ``ceiling_today``, N x pages per
 browser for the others (:func:`lanes`).
@@ -66,18 +68,33 @@ class Lab:
         self.settings = settings
         self.chromium_version: str | None = None
 
-    async def launch(self, args: tuple[str, ...] = browser.BASE_ARGS) -> Browser:
-        """A plain browser with the farm's flags (no guard)."""
+    @property
+    def today_chromium(self) -> str | None:
+        """The binary of today's print path: the full Chromium when there is one (the print path
+        ran it before the headless shell), else the launcher's."""
+        return browser.full_chromium() or self.launcher.executable_path
+
+    async def launch(
+        self, args: tuple[str, ...] = browser.BASE_ARGS, *, executable: str | None = None
+    ) -> Browser:
+        """A plain browser with the farm's flags (no guard), the launcher's Chromium unless
+        ``executable`` names another."""
         launched = await self.launcher.playwright.chromium.launch(
-            executable_path=self.launcher.executable_path, args=list(args)
+            executable_path=executable or self.launcher.executable_path, args=list(args)
         )
-        self.chromium_version = launched.version
+        if executable is None:
+            self.chromium_version = launched.version
         return launched
 
     async def launch_many(
-        self, count: int, args: tuple[str, ...] = browser.BASE_ARGS
+        self,
+        count: int,
+        args: tuple[str, ...] = browser.BASE_ARGS,
+        *,
+        executable: str | None = None,
     ) -> list[Browser]:
-        return list(await asyncio.gather(*(self.launch(args) for _ in range(count))))
+        launching = (self.launch(args, executable=executable) for _ in range(count))
+        return list(await asyncio.gather(*launching))
 
 
 Strategy = Callable[[Lab, int], contextlib.AbstractAsyncContextManager[Job]]
@@ -164,17 +181,24 @@ async def ceiling(lab: Lab, size: int) -> AsyncIterator[Job]:
 
 @contextlib.asynccontextmanager
 async def ceiling_today(lab: Lab, size: int) -> AsyncIterator[Job]:
-    async with _warm_pages(lab, size, pages=1, args=TODAY_ARGS) as job:
+    async with _warm_pages(
+        lab, size, pages=1, args=TODAY_ARGS, executable=lab.today_chromium
+    ) as job:
         yield job
 
 
 @contextlib.asynccontextmanager
 async def _warm_pages(
-    lab: Lab, size: int, *, pages: int, args: tuple[str, ...] = browser.BASE_ARGS
+    lab: Lab,
+    size: int,
+    *,
+    pages: int,
+    args: tuple[str, ...] = browser.BASE_ARGS,
+    executable: str | None = None,
 ) -> AsyncIterator[Job]:
     """``size`` browsers with ``pages`` warm pages each, a context per page; lane i prints on
     page i (pages of one browser are neighbours)."""
-    browsers = await lab.launch_many(size, args)
+    browsers = await lab.launch_many(size, args, executable=executable)
     warm: list[Page] = []
     for launched in browsers:
         for _ in range(pages):
@@ -198,7 +222,10 @@ STRATEGIES: dict[str, tuple[Strategy, str]] = {
     "reportfarm": (reportfarm, "(c) our pool: warm page, guard, template"),
     "site_isolated": (site_isolated, "(c') our pool, site isolation trials on"),
     "ceiling": (ceiling, "(d) ceiling: warm pages printing HTML, nothing else"),
-    "ceiling_today": (ceiling_today, "(d0) ceiling, today's print path: 1 page a browser"),
+    "ceiling_today": (
+        ceiling_today,
+        "(d0) ceiling, today's print path: full Chromium, 1 page a browser",
+    ),
 }
 """Name: (strategy, what it is), in the order they run."""
 
