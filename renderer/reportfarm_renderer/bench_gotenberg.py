@@ -246,6 +246,7 @@ async def run(
             **side.run.summary(),  # type: ignore[arg-type]
             cores=cores,
             peak_mib=peaks[name].peak_mib,
+            alone_mib=peaks[name].alone_peak_mib,
             cpu_ms_per_pdf=round(side.busy_cpu_s * 1000 / side.run.count, 1)
             if side.server.pid and side.run.count
             else None,
@@ -261,6 +262,7 @@ async def run(
         **runs["reportfarm"].summary(),  # type: ignore[arg-type]
         cores=cores,
         peak_mib=peaks["reportfarm"].peak_mib,
+        alone_mib=peaks["reportfarm"].alone_peak_mib,
     )
     report["end_to_end"] = _end_to_end(farm.result, cores=cores, peak=peaks["end_to_end"])
     report["sides"] = {
@@ -298,7 +300,12 @@ async def run(
         "gotenberg + its Chromium (a Gotenberg not printing keeps its idle browser, counted for "
         "no side); reportfarm = this Python process + its Playwright driver + its Chromiums; "
         "end_to_end = this Python process + the renderer's driver + its Chromiums. Azurite stands "
-        f"in for Azure Storage and is not counted ({peaks['azurite'].peak_mib} MiB)",
+        f"in for Azure Storage and is not counted ({peaks['azurite'].peak_mib} MiB). PSS splits "
+        "a page among every process mapping it, other sides' too (Gotenberg given our Chromium "
+        "binary, our two sides' browsers, other work on the machine): 'alone' is the tree's "
+        "anonymous PSS plus its distinct file and shared-memory pages counted whole, as if "
+        "nothing else ran (file pages re-read every "
+        f"{footprint.FILES_EVERY * footprint.INTERVAL_S:g} s)",
         "load_before": load_before,
         "load_after": _load(),
     }
@@ -306,9 +313,7 @@ async def run(
 
 
 def _short(choice: gotenberging.Choice) -> str:
-    if choice.chromium is None:
-        return choice.which
-    return f"{Path(choice.chromium).name} ({choice.which})"
+    return choice.which if choice.chromium is None else Path(choice.chromium).name
 
 
 def _tree_cpu(servers: dict[str, int | None]) -> dict[str, float]:
@@ -379,6 +384,7 @@ def _end_to_end(result: end_to_end.EndToEnd, *, cores: int, peak: footprint.Peak
         p95_ms=(quantile(spent, 0.95) or 0.0) * 1000,
         cores=cores,
         peak_mib=peak.peak_mib,
+        alone_mib=peak.alone_peak_mib,
         jobs=len(result.throughput),
         pdfs=len(result.outputs),
         valid_pdfs=result.check.valid,
@@ -446,7 +452,7 @@ def main(
         return 2
     console = Console(stderr=as_json)
     if not console.is_terminal:
-        console.width = 140
+        console.width = 160
     for name in ("reportfarm", "reportfarm_renderer"):
         logging.getLogger(name).setLevel(logging.WARNING)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None

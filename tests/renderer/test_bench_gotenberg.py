@@ -107,6 +107,11 @@ def test_every_side_reports_throughput_latency_and_memory(
     assert row["mib_per_pdf_per_s"] == pytest.approx(
         row["peak_pss_mib"] / row["pdf_per_s"], rel=0.02
     )
+    if footprint.file_pages({os.getpid()}) is not None:  # page frames readable: as if alone too
+        assert positive(row["peak_alone_mib"]), row
+        assert row["alone_mib_per_pdf_per_s"] == pytest.approx(
+            row["peak_alone_mib"] / row["pdf_per_s"], rel=0.02
+        )
     if name.startswith("gotenberg"):
         assert positive(row["cpu_ms_per_pdf"]), row
         idle = row["idle"]  # what its tree spent while the other sides printed: reported
@@ -168,7 +173,7 @@ def test_the_report_names_the_version_the_configuration_and_the_ratios(
     assert set(report["targets"]) == {
         f"end_to_end_over_{name}_{measure}"
         for name in theirs
-        for measure in ("pdf_per_s_per_core", "mib_per_pdf_per_s")
+        for measure in ("pdf_per_s_per_core", "mib_per_pdf_per_s", "alone_mib_per_pdf_per_s")
     }
     assert (folder / "plot.png").stat().st_size > 10_000
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -264,3 +267,49 @@ def test_this_process_has_a_memory_footprint() -> None:
     peak = footprint.Peak(lambda _tree: {os.getpid()})
     peak.sample()
     assert peak.peak_mib is not None and peak.peak_mib > 1
+    if footprint.file_pages({os.getpid()}) is not None:
+        assert peak.alone_peak_mib is not None and peak.alone_peak_mib > 1
+
+
+MAPPER = """
+import mmap, sys, time
+with open(sys.argv[1], "rb") as f:
+    view = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    total = sum(view[i] for i in range(0, len(view), 4096))  # every page, in the page table
+    print(total, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_memory_as_if_alone_ignores_who_else_maps_the_same_file(tmp_path: Path) -> None:
+    """PSS halves a shared file's pages when a second process maps them; as if alone it does
+    not move (the two sides running one Chromium binary)."""
+    if footprint.file_pages({os.getpid()}) is None:
+        pytest.skip("page frame numbers are hidden here (no CAP_SYS_ADMIN)")
+    data = tmp_path / "shared.bin"
+    data.write_bytes(os.urandom(32 * 1024 * 1024))
+
+    def mapper() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            [sys.executable, "-c", MAPPER, str(data)], stdout=subprocess.PIPE
+        )
+        assert process.stdout is not None and process.stdout.readline()  # mapped and read
+        return process
+
+    first = mapper()
+    try:
+        pss_alone, as_if_alone = footprint.rollup(first.pid)[0], footprint.alone({first.pid})
+        second = mapper()
+        try:
+            pss_shared, still = footprint.rollup(first.pid)[0], footprint.alone({first.pid})
+        finally:
+            second.kill()
+            second.wait()
+    finally:
+        first.kill()
+        first.wait()
+    mib = 1024 * 1024
+    assert as_if_alone is not None and still is not None
+    assert pss_alone - pss_shared > 12 * mib  # half of the 32 MiB file went to the other one
+    assert abs(still - as_if_alone) < 4 * mib
+    assert as_if_alone > 32 * mib
