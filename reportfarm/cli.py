@@ -122,6 +122,14 @@ def _parser() -> argparse.ArgumentParser:
     versus.add_argument(
         "--gotenberg-pid", type=int, help="with --gotenberg-url: its root pid, to sample memory"
     )
+    versus.add_argument(
+        "--gotenberg-chromium",
+        metavar="WHICH[,WHICH]",
+        help="with --gotenberg-bin: the Chromium each Gotenberg side is given, one Gotenberg per "
+        "entry: 'same' (the binary our pool runs: side gotenberg), 'image' (Debian's full "
+        "chromium on PATH, as Gotenberg's image runs it: side gotenberg_full) or a path "
+        "(default: same,image)",
+    )
     versus.add_argument("--json", action="store_true", help="print JSON")
     versus.add_argument("--jobs", type=int, default=60, help="documents per side")
     versus.add_argument("--pool-size", type=int, default=2, help="our browsers = its tabs")
@@ -331,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             ),
             plot=args.plot,
             samples=args.samples,
+            gotenberg_chromium=args.gotenberg_chromium,
         )
     if args.command == "bench-finish":
         from reportfarm_renderer import bench_finish

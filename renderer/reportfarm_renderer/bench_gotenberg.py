@@ -1,11 +1,15 @@
 """``reportfarm bench-gotenberg``: the same documents through Gotenberg and through us, in one run.
 
 The documents are ``bench``'s (the example reports and the batch lines, rendered to HTML once).
-Three sides print them at the same concurrency N (our pool size = Gotenberg's
+The sides print them at the same concurrency N (our pool size = Gotenberg's
 ``--chromium-max-concurrency``) on the same cores:
 
-- ``gotenberg``: N clients post the rendered HTML (index.html, our paper size and margins mapped to
-  its form fields) to ``/forms/chromium/convert/html``; latency is the HTTP round trip.
+- one Gotenberg side per Chromium it is given (``--gotenberg-chromium``; by default both):
+  ``gotenberg``, the same Chromium binary as ours (the same parts), and ``gotenberg_full``,
+  Debian's full ``chromium``, as Gotenberg's official image runs it. Each is its own Gotenberg
+  process (in its own PID namespace). N clients post the rendered HTML (index.html, our paper
+  size and margins mapped to its form fields) to ``/forms/chromium/convert/html``; latency is the
+  HTTP round trip.
 - ``reportfarm``: our pool's print path (``bench``'s ``reportfarm`` strategy: the template
   rendered per job, a warm page, the network guard).
 - ``end_to_end``: jobs through the queue (an embedded Azurite) to an in-process renderer and its
@@ -13,15 +17,22 @@ Three sides print them at the same concurrency N (our pool size = Gotenberg's
   stored (a client's wait would add its polling interval).
 
 Rounds interleave the sides (forward, then backward) so the shared machine's drift weighs on all
-alike. While a side prints, the PSS of its whole process tree is sampled (:mod:`.footprint`).
-Then each document goes once through our pool and once through Gotenberg and the two PDFs must
-have the same pages and text (:mod:`.sameness`).
+alike; one side prints at a time. While a side prints, the PSS of its whole process tree is
+sampled (:mod:`.footprint`); a Gotenberg that is not printing keeps its idle browser, counted for
+no side, and the CPU its tree spends meanwhile is reported (it should be next to nothing). Then
+each document goes once through our pool and once through every Gotenberg side, and each of
+their PDFs must have the same pages and text as ours (:mod:`.sameness`).
+
+A Gotenberg side that cannot run (Gotenberg does not start with that Chromium, or its warm-up
+conversions fail) is reported as failed, with why, and the run goes on with the others; the exit
+code is then 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -29,7 +40,8 @@ import platform
 import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +51,8 @@ from reportfarm import azurite, renderer_api
 from reportfarm.quantiles import quantile
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import bench, browser
-from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import (
+    cpu,
     end_to_end,
     footprint,
     measuring,
@@ -48,16 +60,18 @@ from reportfarm_renderer.benchmarking import (
     strategies,
     versus,
 )
+from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import gotenberg as gotenberging
 from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.settings import RendererSettings
 
-ORDER = ("gotenberg", "reportfarm", "end_to_end")
+OURS = tuple(versus.OURS)
+DEFAULT_CHROMIUMS = (gotenberging.SAME, gotenberging.IMAGE)
 
 
 class Target:
-    """Which Gotenberg: a binary we start (``binary``) or a running one (``url``, and ``pid``,
-    the root of its process tree, if its memory should be sampled)."""
+    """Which Gotenberg: a binary we start (``binary``, once per Chromium it is given) or a running
+    one (``url``, and ``pid``, the root of its process tree, if its memory should be sampled)."""
 
     def __init__(
         self, *, binary: Path | None = None, url: str | None = None, pid: int | None = None
@@ -66,11 +80,17 @@ class Target:
             raise ValueError("give a Gotenberg binary or a URL, not both")
         self.binary, self.url, self.pid = binary, url, pid
 
+    def choose(self, words: Sequence[str], *, ours: str) -> list[gotenberging.Choice]:
+        if self.binary is None:
+            return [gotenberging.Choice("gotenberg", None, "its own (a running Gotenberg)")]
+        return gotenberging.choose(list(words), ours=ours, image=gotenberging.image_chromium())
+
     @contextlib.asynccontextmanager
     async def running(
-        self, *, concurrency: int, restart_after: int, chromium: str
+        self, *, concurrency: int, restart_after: int, chromium: str | None
     ) -> AsyncIterator[gotenberging.Server]:
         if self.binary is not None:
+            assert chromium is not None
             async with gotenberging.serving(
                 self.binary, concurrency=concurrency, restart_after=restart_after, chromium=chromium
             ) as server:
@@ -81,10 +101,32 @@ class Target:
             yield gotenberging.Server(url, self.pid, await gotenberging.version(url))
 
 
+@dataclasses.dataclass
+class _Gotenberg:
+    """One Gotenberg side while it runs."""
+
+    choice: gotenberging.Choice
+    server: gotenberging.Server
+    client: gotenberging.Client
+    run: measuring.Run
+    busy_cpu_s: float = 0.0
+    idle_cpu_s: float = 0.0
+    idle_wall_s: float = 0.0
+
+    async def convert(self, lane: int, document: Document) -> bytes:
+        return await self.client.convert(document.html, document.pdf)
+
+
 async def run(
-    *, jobs: int, pool_size: int, chromium_path: str | None, target: Target, console: Console
+    *,
+    jobs: int,
+    pool_size: int,
+    chromium_path: str | None,
+    target: Target,
+    console: Console,
+    gotenberg_chromium: Sequence[str] = DEFAULT_CHROMIUMS,
 ) -> tuple[versus.Report, dict[str, bytes]]:
-    """Measure the three sides; returns the report and one sample PDF per side."""
+    """Measure the sides; returns the report and one sample PDF per side."""
     catalog, documents = documenting.load()
     settings = RendererSettings.from_env(
         {},
@@ -96,7 +138,7 @@ async def run(
     )
     load_before, chunks = _load(), bench.rounds(jobs)
     me = os.getpid()
-    runs = {name: measuring.Run(name) for name in ORDER[:2]}
+    runs = {"reportfarm": measuring.Run("reportfarm")}
     async with contextlib.AsyncExitStack() as stack:
         before = footprint.children(me, footprint.parents())
         launcher = await stack.enter_async_context(
@@ -106,60 +148,133 @@ async def run(
         )
         drivers = footprint.children(me, footprint.parents()) - before
         chromium = launcher.executable_path or launcher.playwright.chromium.executable_path
-        server = await stack.enter_async_context(
-            target.running(
-                concurrency=pool_size, restart_after=settings.recycle_after_jobs, chromium=chromium
-            )
-        )
-        console.log(f"Gotenberg {server.version} at {server.url}; our pool size {pool_size}")
-        client = await stack.enter_async_context(gotenberging.Client(server.url))
+        sides: dict[str, dict[str, Any]] = {}
+        gotenbergs: dict[str, _Gotenberg] = {}
+        version = "?"
+        for choice in target.choose(gotenberg_chromium, ours=chromium):
+            about = sides[choice.name] = {
+                "chromium_path": choice.chromium,
+                "chromium": await asyncio.to_thread(_version_of, choice.chromium),
+                "which": choice.which,
+                "status": "skipped" if choice.skipped else "ran",
+                "reason": choice.skipped,
+            }
+            if choice.skipped:
+                console.log(f"{choice.name}: not run: {choice.skipped}")
+                continue
+            side_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
+            try:
+                server = await side_stack.enter_async_context(
+                    target.running(
+                        concurrency=pool_size,
+                        restart_after=settings.recycle_after_jobs,
+                        chromium=choice.chromium,
+                    )
+                )
+                client = await side_stack.enter_async_context(gotenberging.Client(server.url))
+                side = _Gotenberg(choice, server, client, measuring.Run(choice.name))
+                version = server.version
+                about.update(
+                    url=server.url,
+                    flags=server.flags,
+                    unknown_to_this_version=server.dropped,
+                )
+                console.log(
+                    f"{choice.name}: Gotenberg {server.version} at {server.url}, Chromium "
+                    f"{choice.chromium or '(its own)'}; our pool size {pool_size}"
+                )
+                await measuring.warm_up(
+                    side.convert, documents, count=2 * pool_size, concurrency=pool_size
+                )
+            except gotenberging.GotenbergError as error:
+                about.update(status="failed", reason=f"Gotenberg with this Chromium: {error}")
+                console.log(f"[red]{choice.name} failed:[/red] {error}")
+                await side_stack.aclose()
+                continue
+            gotenbergs[choice.name] = side
+        if not gotenbergs:
+            reasons = "; ".join(f"{name}: {about['reason']}" for name, about in sides.items())
+            raise gotenberging.GotenbergError(f"no Gotenberg side could run ({reasons})")
         lab = strategies.Lab(launcher, catalog=catalog, settings=settings)
         ours = await stack.enter_async_context(strategies.reportfarm(lab, pool_size))
-
-        async def theirs(lane: int, document: Document) -> bytes:
-            return await client.convert(document.html, document.pdf)
-
         farm = await stack.enter_async_context(
             end_to_end.running(documents, settings=settings, rng=random.Random(bench.SEED))
         )
-        peaks = _peaks(me, server=server.pid, drivers=drivers)
-        printers = {"gotenberg": theirs, "reportfarm": ours}
-        for job in printers.values():
-            await measuring.warm_up(job, documents, count=2 * pool_size, concurrency=pool_size)
+        servers = {name: side.server.pid for name, side in gotenbergs.items()}
+        peaks = _peaks(me, servers=servers, drivers=drivers)
+        await measuring.warm_up(ours, documents, count=2 * pool_size, concurrency=pool_size)
         await farm.warm_up(2 * pool_size)
+        order = [*gotenbergs, *OURS]
         for index, count in enumerate(chunks):
             offset = sum(chunks[:index])
             console.log(f"round {index + 1}/{len(chunks)}: {count} documents per side")
-            for name in ORDER if index % 2 == 0 else reversed(ORDER):
+            for name in order if index % 2 == 0 else reversed(order):
+                cpu_before = await asyncio.to_thread(_tree_cpu, servers)
+                started = time.monotonic()
                 async with peaks[name].sampling():
                     if name == "end_to_end":
                         await farm.throughput(count, offset=offset)
                     else:
+                        job = gotenbergs[name].convert if name in gotenbergs else ours
                         await measuring.closed_loop(
-                            printers[name],
+                            job,
                             documents,
-                            run=runs[name],
+                            run=gotenbergs[name].run if name in gotenbergs else runs[name],
                             count=count,
                             concurrency=pool_size,
                             offset=offset,
                         )
+                wall = time.monotonic() - started
+                cpu_after = await asyncio.to_thread(_tree_cpu, servers)
+                for their, side in gotenbergs.items():
+                    used = cpu_after[their] - cpu_before[their]
+                    if their == name:
+                        side.busy_cpu_s += used
+                    else:
+                        side.idle_cpu_s += used
+                        side.idle_wall_s += wall
         await farm.check_pdfs()
-        console.log(f"comparing {len(documents)} documents' PDFs, ours and Gotenberg's")
-        verdicts, samples = await _compare(documents, ours=ours, theirs=theirs)
+        console.log(
+            f"comparing {len(documents)} documents' PDFs, ours and {', '.join(gotenbergs)}'s"
+        )
+        verdicts, samples = await _compare(documents, ours=ours, theirs=gotenbergs)
         peaks["azurite"].sample()
     cores = len(os.sched_getaffinity(0))
-    report: versus.Report = {
-        name: versus.side(
-            **runs[name].summary(),  # type: ignore[arg-type]
+    report: versus.Report = {}
+    for name, side in gotenbergs.items():
+        report[name] = versus.side(
+            **side.run.summary(),  # type: ignore[arg-type]
             cores=cores,
             peak_mib=peaks[name].peak_mib,
+            alone_mib=peaks[name].alone_peak_mib,
+            cpu_ms_per_pdf=round(side.busy_cpu_s * 1000 / side.run.count, 1)
+            if side.server.pid and side.run.count
+            else None,
+            idle={
+                "cpu_s": round(side.idle_cpu_s, 2),
+                "wall_s": round(side.idle_wall_s, 1),
+                "cores": round(side.idle_cpu_s / side.idle_wall_s, 4) if side.idle_wall_s else 0,
+            }
+            if side.server.pid
+            else None,
         )
-        for name in runs
-    }
+    report["reportfarm"] = versus.side(
+        **runs["reportfarm"].summary(),  # type: ignore[arg-type]
+        cores=cores,
+        peak_mib=peaks["reportfarm"].peak_mib,
+        alone_mib=peaks["reportfarm"].alone_peak_mib,
+    )
     report["end_to_end"] = _end_to_end(farm.result, cores=cores, peak=peaks["end_to_end"])
+    report["sides"] = {
+        **{
+            name: f"{versus.GOTENBERG_WHAT}; Chromium: {_short(side.choice)}"
+            for name, side in gotenbergs.items()
+        },
+        **versus.OURS,
+    }
     report["ratios"] = versus.ratios(report)
-    report["targets"] = versus.targets(report["ratios"])
-    report["sameness"] = sameness.summary(verdicts)
+    report["targets"] = versus.targets(report["ratios"], list(gotenbergs))
+    report["sameness"] = {name: sameness.summary(found) for name, found in verdicts.items()}
     report["parameters"] = {
         "pool_size": pool_size,
         "jobs": jobs,
@@ -168,37 +283,54 @@ async def run(
         "warmup": 2 * pool_size,
         "cores": cores,
         "cores_counted": "the CPUs this process may run on (sched_getaffinity); Gotenberg, "
-        "started here, inherits them: both sides share the same cores",
+        "started here, inherits them: all sides share the same cores",
         "chromium": await asyncio.to_thread(_version_of, chromium),
         "chromium_path": chromium,
         "python": platform.python_version(),
         "gotenberg": {
-            "version": server.version,
-            "url": server.url,
-            "how": "started here from the binary, in its own PID namespace"
+            "version": version,
+            "how": "started here from the binary, one process per side, each in its own PID "
+            "namespace; one side prints at a time"
             if target.binary
             else "running already (given by URL)",
-            "flags": server.flags,
-            "unknown_to_this_version": server.dropped,
+            "sides": sides,
         },
         "memory": "peak PSS of each side's process tree, sampled every "
-        f"{footprint.INTERVAL_S} s during its timed chunks: gotenberg = unshare + gotenberg + "
-        "its Chromium; reportfarm = this Python process + its Playwright driver + its Chromiums; "
+        f"{footprint.INTERVAL_S} s during its timed chunks: each gotenberg side = unshare + "
+        "gotenberg + its Chromium (a Gotenberg not printing keeps its idle browser, counted for "
+        "no side); reportfarm = this Python process + its Playwright driver + its Chromiums; "
         "end_to_end = this Python process + the renderer's driver + its Chromiums. Azurite stands "
-        f"in for Azure Storage and is not counted ({peaks['azurite'].peak_mib} MiB)",
+        f"in for Azure Storage and is not counted ({peaks['azurite'].peak_mib} MiB). PSS splits "
+        "a page among every process mapping it, other sides' too (Gotenberg given our Chromium "
+        "binary, our two sides' browsers, other work on the machine): 'alone' is the tree's "
+        "anonymous PSS plus its distinct file and shared-memory pages counted whole, as if "
+        "nothing else ran (file pages re-read every "
+        f"{footprint.FILES_EVERY * footprint.INTERVAL_S:g} s)",
         "load_before": load_before,
         "load_after": _load(),
     }
     return report, samples
 
 
-def _peaks(me: int, *, server: int | None, drivers: set[int]) -> dict[str, footprint.Peak]:
-    """Who is who among the processes: Gotenberg's tree; the launcher's driver (our print path);
-    every other child of ours but Azurite (the end-to-end renderer's driver)."""
+def _short(choice: gotenberging.Choice) -> str:
+    return choice.which if choice.chromium is None else Path(choice.chromium).name
+
+
+def _tree_cpu(servers: dict[str, int | None]) -> dict[str, float]:
+    """CPU seconds so far of each Gotenberg's process tree (0 for one we did not start)."""
+    return {name: sum(cpu.sample(pid).values()) if pid else 0.0 for name, pid in servers.items()}
+
+
+def _peaks(
+    me: int, *, servers: dict[str, int | None], drivers: set[int]
+) -> dict[str, footprint.Peak]:
+    """Who is who among the processes: each Gotenberg's tree; the launcher's driver (our print
+    path); every other child of ours but Azurite (the end-to-end renderer's driver)."""
+    theirs = {pid for pid in servers.values() if pid}
 
     def ours(tree: dict[int, int], *, print_path: bool) -> set[int]:
         members = {me}
-        for child in footprint.children(me, tree) - {server}:
+        for child in footprint.children(me, tree) - theirs:
             if (child in drivers) == print_path and not _is_azurite(child):
                 members |= footprint.descendants(child, tree)
         return members
@@ -207,10 +339,11 @@ def _peaks(me: int, *, server: int | None, drivers: set[int]) -> dict[str, footp
         found = {c for c in footprint.children(me, tree) if _is_azurite(c)}
         return set().union(*(footprint.descendants(c, tree) for c in found))
 
+    def gotenberg(pid: int | None) -> footprint.Members:
+        return lambda tree: footprint.descendants(pid, tree) if pid else set()
+
     return {
-        "gotenberg": footprint.Peak(
-            lambda tree: footprint.descendants(server, tree) if server else set()
-        ),
+        **{name: footprint.Peak(gotenberg(pid)) for name, pid in servers.items()},
         "reportfarm": footprint.Peak(lambda tree: ours(tree, print_path=True)),
         "end_to_end": footprint.Peak(lambda tree: ours(tree, print_path=False)),
         "azurite": footprint.Peak(azurites),
@@ -222,15 +355,20 @@ def _is_azurite(pid: int) -> bool:
 
 
 async def _compare(
-    documents: list[Document], *, ours: measuring.Job, theirs: measuring.Job
-) -> tuple[list[sameness.Verdict], dict[str, bytes]]:
-    verdicts: list[sameness.Verdict] = []
+    documents: list[Document], *, ours: measuring.Job, theirs: dict[str, _Gotenberg]
+) -> tuple[dict[str, list[sameness.Verdict]], dict[str, bytes]]:
+    """Each document once through our pool and once through every Gotenberg side; each of their
+    PDFs against ours."""
+    verdicts: dict[str, list[sameness.Verdict]] = {name: [] for name in theirs}
     samples: dict[str, bytes] = {}
     for index, document in enumerate(documents):
-        mine, their = await ours(0, document), await theirs(0, document)
-        samples = samples or {"reportfarm": mine, "gotenberg": their}
-        name = f"{index}:{document.template}"
-        verdicts.append(await asyncio.to_thread(sameness.compare, name, mine, their))
+        mine = await ours(0, document)
+        samples.setdefault("reportfarm", mine)
+        for name, side in theirs.items():
+            their = await side.convert(0, document)
+            samples.setdefault(name, their)
+            label = f"{index}:{document.template}"
+            verdicts[name].append(await asyncio.to_thread(sameness.compare, label, mine, their))
     return verdicts, samples
 
 
@@ -246,6 +384,7 @@ def _end_to_end(result: end_to_end.EndToEnd, *, cores: int, peak: footprint.Peak
         p95_ms=(quantile(spent, 0.95) or 0.0) * 1000,
         cores=cores,
         peak_mib=peak.peak_mib,
+        alone_mib=peak.alone_peak_mib,
         jobs=len(result.throughput),
         pdfs=len(result.outputs),
         valid_pdfs=result.check.valid,
@@ -253,14 +392,29 @@ def _end_to_end(result: end_to_end.EndToEnd, *, cores: int, peak: footprint.Peak
     )
 
 
-def _version_of(chromium: str) -> str:
-    """``chromium --version``: both sides run this binary."""
-    done = subprocess.run([chromium, "--version"], capture_output=True, timeout=30, check=False)
-    return done.stdout.decode(errors="replace").strip() or "unknown"
+def _version_of(chromium: str | None) -> str:
+    """The first line ``chromium --version`` prints (Debian's wrapper script may complain, on
+    stderr)."""
+    if chromium is None:
+        return "unknown"
+    try:
+        done = subprocess.run([chromium, "--version"], capture_output=True, timeout=30, check=False)
+    except OSError as error:
+        return f"unknown ({error})"
+    lines = done.stdout.decode(errors="replace").strip().splitlines()
+    return lines[0].strip() if lines else "unknown"
 
 
 def _load() -> list[float]:
     return [round(value, 2) for value in os.getloadavg()]
+
+
+def chromium_words(value: str | None) -> list[str]:
+    """``--gotenberg-chromium``: comma-separated ``same``, ``image`` or paths (default both
+    words)."""
+    if value is None:
+        return list(DEFAULT_CHROMIUMS)
+    return [word.strip() for word in value.split(",") if word.strip()]
 
 
 def main(
@@ -271,15 +425,34 @@ def main(
     target: Target,
     plot: Path | None,
     samples: Path | None = None,
+    gotenberg_chromium: str | None = None,
 ) -> int:
-    """Run the comparison; 0 when every PDF was valid and both sides printed the same pages and
-    text, 1 otherwise. The tables go to stdout, or to stderr with ``as_json``."""
+    """Run the comparison; 0 when every Gotenberg side ran, every PDF was valid and every
+    Gotenberg side printed the same pages and text as ours, 1 otherwise. The tables go to stdout,
+    or to stderr with ``as_json``."""
     if jobs < 1 or pool_size < 1:
         print("bench-gotenberg: --jobs and --pool-size must be at least 1", file=sys.stderr)
         return 2
+    words = chromium_words(gotenberg_chromium)
+    if gotenberg_chromium is not None and target.binary is None:
+        print(
+            "bench-gotenberg: --gotenberg-chromium needs --gotenberg-bin (a running Gotenberg "
+            "has its own Chromium)",
+            file=sys.stderr,
+        )
+        return 2
+    paths = [w for w in words if w not in (gotenberging.SAME, gotenberging.IMAGE)]
+    missing = [w for w in paths if not (os.path.isfile(w) and os.access(w, os.X_OK))]
+    if not words or missing:
+        print(
+            "bench-gotenberg: --gotenberg-chromium takes same, image or executable paths"
+            + (f"; not executable: {', '.join(missing)}" if missing else ""),
+            file=sys.stderr,
+        )
+        return 2
     console = Console(stderr=as_json)
     if not console.is_terminal:
-        console.width = 140
+        console.width = 160
     for name in ("reportfarm", "reportfarm_renderer"):
         logging.getLogger(name).setLevel(logging.WARNING)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
@@ -291,6 +464,7 @@ def main(
                 chromium_path=chromium_path,
                 target=target,
                 console=console,
+                gotenberg_chromium=words,
             )
         )
     except (azurite.AzuriteError, end_to_end.JobsFailed, gotenberging.GotenbergError) as error:
@@ -307,5 +481,13 @@ def main(
         console.print(f"plot: {plot}")
     if as_json:
         print(json.dumps(report, indent=2))
-    valid = all(report[n]["valid_pdfs"] == report[n]["pdfs"] > 0 for n in versus.SIDES)
-    return 0 if valid and report["sameness"]["all_same"] else 1
+    return 0 if passed(report) else 1
+
+
+def passed(report: versus.Report) -> bool:
+    """No Gotenberg side failed, every PDF was valid, every side's PDFs were the same as ours."""
+    sides = report["parameters"]["gotenberg"]["sides"].values()
+    ran = all(about["status"] != "failed" for about in sides)
+    valid = all(report[n]["valid_pdfs"] == report[n]["pdfs"] > 0 for n in versus.measured(report))
+    same = bool(report["sameness"]) and all(s["all_same"] for s in report["sameness"].values())
+    return ran and valid and same

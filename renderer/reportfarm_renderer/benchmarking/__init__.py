@@ -11,8 +11,9 @@
 
 ``reportfarm bench-gotenberg`` (:mod:`reportfarm_renderer.bench_gotenberg`) adds:
 
-- :mod:`.gotenberg`: Gotenberg started in its own PID namespace, its configuration, its client.
+- :mod:`.gotenberg`: Gotenberg started in its own PID namespace (once per Chromium it is given:
+  ours, and Debian's full one as its image runs it), its configuration, its client.
 - :mod:`.footprint`: the PSS of whole process trees, sampled while a side prints.
-- :mod:`.sameness`: both sides' PDFs of a document have the same pages and text.
+- :mod:`.sameness`: each Gotenberg side's PDF of a document has the same pages and text as ours.
 - :mod:`.versus`: its report, table and plot.
 """

@@ -8,6 +8,9 @@
   every process whose command line contains ``chromium/chromium``, which would be ours too.
 - :func:`flags` is the configuration, as a competent user would set it for this machine; the
   report prints it.
+- :func:`choose` picks the Chromium each Gotenberg side is given: the same binary as ours (the
+  same parts), and Debian's full ``chromium``, the one Gotenberg's official image runs
+  (``CHROMIUM_BIN_PATH=/usr/bin/chromium``, the Debian wrapper script).
 - :class:`Client` posts one document to ``/forms/chromium/convert/html``.
 """
 
@@ -18,6 +21,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -56,6 +60,80 @@ PDF_ENGINE_FEATURES = (
 )
 """Every ``--pdfengines-<feature>-engines`` flag: their defaults name qpdf, pdftk, LibreOffice
 and ExifTool, which this build leaves out; empty means "whatever is there" (pdfcpu)."""
+
+
+SAME, IMAGE = "same", "image"
+"""``--gotenberg-chromium`` words: the Chromium our pool runs; Debian's full ``chromium``."""
+IMAGE_CHROMIUM = "chromium"
+"""What Gotenberg's official image runs (it installs Debian's ``chromium`` and sets
+``CHROMIUM_BIN_PATH=/usr/bin/chromium``): looked up on PATH."""
+SIDE_NAMES = {SAME: "gotenberg", IMAGE: "gotenberg_full"}
+IMAGE_WHICH = "Debian's full chromium, as Gotenberg's image runs it"
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """One Gotenberg side: its name in the report and the Chromium it is given."""
+
+    name: str
+    chromium: str | None
+    """The binary (CHROMIUM_BIN_PATH); None for a running Gotenberg (its own) or a missing one."""
+    which: str
+    """Which Chromium that is, in words, for the report."""
+    skipped: str | None = None
+    """Why this side is not run (the binary is not installed)."""
+
+
+def choose(words: list[str], *, ours: str, image: str | None) -> list[Choice]:
+    """The Gotenberg sides for ``--gotenberg-chromium``'s words (``same``, ``image`` or a path),
+    one per distinct binary: the one that is ours is ``gotenberg``, Debian's full ``chromium``
+    (``image``) is ``gotenberg_full``, any other ``gotenberg_<its file name>``."""
+    chosen: dict[str, Choice] = {}
+    for word in words:
+        if word == IMAGE and image is None:
+            chosen.setdefault(
+                SIDE_NAMES[IMAGE],
+                Choice(
+                    SIDE_NAMES[IMAGE],
+                    None,
+                    IMAGE_WHICH,
+                    skipped=f"no `{IMAGE_CHROMIUM}` on PATH (Debian's full browser)",
+                ),
+            )
+            continue
+        path = {SAME: ours, IMAGE: image}.get(word, word)
+        assert path is not None
+        choice = _choice(path, ours=ours, image=image, taken=set(chosen))
+        if not any(_same_file(c.chromium, path) for c in chosen.values() if not c.skipped):
+            chosen[choice.name] = choice
+    return list(chosen.values())
+
+
+def image_chromium() -> str | None:
+    """Debian's full ``chromium`` on PATH, as Gotenberg's image runs it."""
+    return shutil.which(IMAGE_CHROMIUM)
+
+
+def _choice(path: str, *, ours: str, image: str | None, taken: set[str]) -> Choice:
+    is_ours, is_image = _same_file(path, ours), _same_file(path, image)
+    if is_ours:
+        which = "the same binary as ours" + (
+            ", and the one Gotenberg's image runs (Debian's full chromium)" if is_image else ""
+        )
+        return Choice(SIDE_NAMES[SAME], path, which)
+    if is_image:
+        return Choice(SIDE_NAMES[IMAGE], path, IMAGE_WHICH)
+    name = "gotenberg_" + re.sub(r"\W+", "_", Path(path).name).strip("_").lower()
+    base, index = name, 2
+    while name in taken or name in SIDE_NAMES.values():
+        name, index = f"{base}_{index}", index + 1
+    return Choice(name, path, "given by --gotenberg-chromium")
+
+
+def _same_file(one: str | None, other: str | None) -> bool:
+    if one is None or other is None:
+        return False
+    return os.path.realpath(one) == os.path.realpath(other)
 
 
 def form(options: contract.PdfOptions) -> dict[str, str]:
@@ -242,7 +320,7 @@ async def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise GotenbergError(f"Gotenberg exited: {log.read_text(errors='replace')[-2000:]}")
+                raise GotenbergError(f"Gotenberg exited: {why(log.read_text(errors='replace'))}")
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 async with session.get(url + "/health") as response:
                     if response.status == 200:
@@ -250,6 +328,16 @@ async def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> 
                             return (await answer.text()).strip()
             await asyncio.sleep(0.2)
     raise GotenbergError(f"Gotenberg not healthy in {START_TIMEOUT_S:.0f} s")
+
+
+def why(log: str) -> str:
+    """What a Gotenberg that exited said: its log from the first FATAL line on (the message may
+    span lines), else the end of its log."""
+    lines = log.splitlines()
+    first = next((i for i, line in enumerate(lines) if "FATAL" in line), None)
+    if first is None:
+        return log[-2000:]
+    return " ".join(line.strip() for line in lines[first:] if line.strip())[:2000]
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

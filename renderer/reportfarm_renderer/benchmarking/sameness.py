@@ -1,7 +1,8 @@
 """Did both sides print the same document? Same page count and the same text.
 
 A speed comparison means nothing if one side prints less: each document goes once through our
-pool and once through Gotenberg, and the two PDFs must have as many pages and the same text.
+pool and once through every Gotenberg side, and each of their PDFs must have as many pages and
+the same text as ours.
 Text is compared after NFKC normalisation (Chromium embeds CJK glyphs as Type 3 fonts, which
 extract as radicals) with all whitespace removed (line breaks in extracted text follow glyph
 positions, which two browser configurations may place a hair apart).
