@@ -71,6 +71,9 @@ async def run(
         row["cpu_over_today"] = _ratio(today["cpu_ms_per_pdf"], row["cpu_ms_per_pdf"])
         row["over_today"] = _ratio(row["pdf_per_s"], today["pdf_per_s"])
         row["per_gib_over_today"] = _ratio(row["pdf_per_s_per_gib"], today["pdf_per_s_per_gib"])
+        row["per_gib_alone_over_today"] = _ratio(
+            row["pdf_per_s_per_gib_alone"], today["pdf_per_s_per_gib_alone"]
+        )
     report["parameters"] = {
         "jobs": jobs,
         "rounds": chunks,
@@ -97,7 +100,8 @@ def show(report: Report, console: Console) -> None:
         title=f"reportfarm bench-print: {params['jobs']} documents per variant in rounds of "
         f"{params['rounds']}, {params['cpu_count']} CPUs, Chromium {params['chromium']}"
     )
-    columns = ("variant", "lanes", "PDFs/s", "/core", "peak MiB", "/GiB", "x today", "p50 ms")
+    columns: tuple[str, ...] = ("variant", "lanes", "PDFs/s", "/core", "peak MiB", "/GiB")
+    columns = (*columns, "alone MiB", "/GiB", "x today", "x today (/GiB alone)", "p50 ms")
     for column in (*columns, "p95 ms", "CPU ms/PDF", "browser+client", "x today (CPU)", "load1"):
         table.add_column(column, justify="left" if column == "variant" else "right")
     for name, row in report["variants"].items():
@@ -108,7 +112,10 @@ def show(report: Report, console: Console) -> None:
             f"{row['pdf_per_s_per_core']:.2f}",
             str(row["peak_mib"]),
             _cell(row["pdf_per_s_per_gib"]),
+            "-" if row["alone_peak_mib"] is None else str(row["alone_peak_mib"]),
+            _cell(row["pdf_per_s_per_gib_alone"]),
             _cell(row["over_today"]),
+            _cell(row["per_gib_alone_over_today"]),
             f"{row['p50_ms']:.0f}",
             f"{row['p95_ms']:.0f}",
             f"{row['cpu_ms_per_pdf']:.0f}",
@@ -123,7 +130,10 @@ def show(report: Report, console: Console) -> None:
         f"{params['load_before']}, after {params['load_after']}. CPU ms/PDF: CPU time per PDF "
         "of the variant's browsers plus the Playwright driver's and this process's while it "
         "printed, little changed by other work on the machine; x today (CPU): today's over the "
-        "variant's, above 1 is cheaper"
+        "variant's, above 1 is cheaper. peak MiB: PSS of the variant's browsers, which splits a "
+        "binary's pages among every variant running it; alone MiB: the same browsers as if "
+        "nothing else ran (anonymous PSS plus their distinct file pages; needs root), the "
+        "figure to compare across binaries"
     )
 
 
@@ -152,8 +162,10 @@ def plot(report: Report, path: Path) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
     for axis, key, title in (
         (left, "pdf_per_s", "PDFs/s"),
-        (right, "pdf_per_s_per_gib", "PDFs/s per GiB of browser PSS"),
+        (right, "pdf_per_s_per_gib_alone", "PDFs/s per GiB of browser memory (as if alone)"),
     ):
+        if key == "pdf_per_s_per_gib_alone" and not rows["today"][key]:
+            key, title = "pdf_per_s_per_gib", "PDFs/s per GiB of browser PSS"
         values = [rows[name][key] or 0.0 for name in names]
         colors = ["#9e9e9e" if name == "today" else "#2f7ed8" for name in names]
         bars = axis.bar(names, values, color=colors)

@@ -694,6 +694,15 @@ def marked_tree_memory(marker: str) -> int:
         return 0
 
 
+def marked_tree_pids(marker: str) -> list[int]:
+    """The marked browser's process and its descendants; empty if it is not running."""
+    pid = _find_browser_pid(marker)
+    try:
+        return [] if pid is None else _tree(pid, marker)
+    except ProcessLookupError:
+        return []
+
+
 def marked_tree_cpu_seconds(marker: str) -> float:
     """CPU time (user + system) the marked browser and its live descendants have used: a cost
     that other work on the machine hardly changes, unlike wall time. 0 if it is not running."""

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from playwright.async_api import Browser, Page
 
 from reportfarm_renderer import browser, settings
-from reportfarm_renderer.benchmarking import measuring, strategies
+from reportfarm_renderer.benchmarking import footprint, measuring, strategies
 from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.benchmarking.strategies import Lab
 
@@ -139,6 +139,10 @@ class Printer:
         self.variant = variant
         self.run = measuring.Run(variant.name)
         self.peak_bytes = 0
+        self.alone_peak_bytes: int | None = 0
+        """The variant's browsers' memory as if nothing else ran (:func:`footprint.alone`): PSS
+        splits a binary's pages among every process that maps it, so variants on one binary
+        would seem smaller than a variant on a binary of its own; None without page frames."""
         self.cpu_s = 0.0
         self.client_cpu_s = 0.0
         """CPU time of the Playwright driver and this process while the variant printed (they
@@ -175,6 +179,13 @@ class Printer:
             *(asyncio.to_thread(browser.marked_tree_memory, marker) for marker in self._markers)
         )
         self.peak_bytes = max(self.peak_bytes, sum(sizes))
+        if self.alone_peak_bytes is not None:
+            alone = await asyncio.to_thread(self._alone_bytes)
+            self.alone_peak_bytes = None if alone is None else max(self.alone_peak_bytes, alone)
+
+    def _alone_bytes(self) -> int | None:
+        pids = [pid for marker in self._markers for pid in browser.marked_tree_pids(marker)]
+        return footprint.alone(pids)
 
     async def _cpu_seconds(self) -> float:
         spent = await asyncio.gather(
@@ -185,6 +196,7 @@ class Printer:
     def summary(self, cores: int) -> dict[str, Any]:
         row: dict[str, Any] = dict(self.run.summary())
         rate, gib, count = row["pdf_per_s"], self.peak_bytes / 2**30, self.run.count
+        alone = self.alone_peak_bytes
         row.update(
             shape=self.variant.shape,
             lanes=self.variant.lanes,
@@ -193,6 +205,8 @@ class Printer:
             peak_mib=round(self.peak_bytes / 2**20),
             pdf_per_s_per_core=round(rate / cores, 2),
             pdf_per_s_per_gib=round(rate / gib, 2) if gib else None,
+            alone_peak_mib=None if alone is None else round(alone / 2**20),
+            pdf_per_s_per_gib_alone=round(rate / (alone / 2**30), 2) if alone else None,
             browser_cpu_ms_per_pdf=round(1000 * self.cpu_s / count, 1) if count else None,
             client_cpu_ms_per_pdf=round(1000 * self.client_cpu_s / count, 1) if count else None,
         )
