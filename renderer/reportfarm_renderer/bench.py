@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import platform
 import random
@@ -183,12 +182,7 @@ def main(
     if jobs < 1 or pool_size < 1:
         print("bench: --jobs and --pool-size must be at least 1", file=sys.stderr)
         return 2
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console.width = 120
-    # One log line per job would bury the table: the renderer's info lines stay quiet here.
-    for name in ("reportfarm", "reportfarm_renderer"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    console = reporting.bench_console(as_json)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     try:
         report, pdfs = asyncio.run(

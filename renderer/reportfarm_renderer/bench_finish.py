@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 
 from rich.console import Console
@@ -14,7 +13,7 @@ from rich.console import Console
 from reportfarm import renderer_api
 from reportfarm_renderer import bench, browser
 from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import finishing
+from reportfarm_renderer.benchmarking import finishing, reporting
 
 
 async def run(*, repeats: int, chromium_path: str | None, console: Console) -> dict[str, object]:
@@ -34,11 +33,7 @@ def main(*, as_json: bool, repeats: int) -> int:
     if repeats < 1:
         print("bench-finish: --repeats must be at least 1")
         return 2
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console.width = 140
-    for name in ("reportfarm", "reportfarm_renderer"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    console = reporting.bench_console(as_json, width=140)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     report = asyncio.run(run(repeats=repeats, chromium_path=chromium_path, console=console))
     console.print(finishing.table(report))

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import platform
 import random
@@ -56,6 +55,7 @@ from reportfarm_renderer.benchmarking import (
     end_to_end,
     footprint,
     measuring,
+    reporting,
     sameness,
     strategies,
     versus,
@@ -450,11 +450,7 @@ def main(
             file=sys.stderr,
         )
         return 2
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console.width = 160
-    for name in ("reportfarm", "reportfarm_renderer"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    console = reporting.bench_console(as_json, width=160)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     try:
         report, pdfs = asyncio.run(

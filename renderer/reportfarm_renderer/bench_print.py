@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from reportfarm import renderer_api
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import bench, browser
 from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import measuring, printing, strategies
+from reportfarm_renderer.benchmarking import measuring, printing, reporting, strategies
 from reportfarm_renderer.settings import RendererSettings
 
 Report = dict[str, Any]
@@ -211,11 +210,7 @@ def main(
     if jobs < 1:
         print("bench-print: --jobs must be at least 1", file=sys.stderr)
         return 2
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console.width = 140
-    for name in ("reportfarm", "reportfarm_renderer"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    console = reporting.bench_console(as_json, width=140)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     report = asyncio.run(run(chosen, jobs=jobs, chromium_path=chromium_path, console=console))
     if plot_path is not None:

@@ -181,12 +181,13 @@ class JobRunner:
         stages: dict[str, float],
     ) -> bytes:
         """The finishing stages the job asks for, each timed as ``finish_<name>``."""
-        if finish.sign is not None and self.signer is None:
-            raise finishing.FinishingFailed(
-                "sign",
-                f"this farm has no signing key (no {signing.KEY_FILE} in "
-                f"{self.settings.signing_dir}; see README: Signed PDFs)",
-            )
+        if finish.sign is not None:
+            # The refusal signing.apply makes, made here before the job's files load and the
+            # other stages run (their work would be wasted), and saying where the key was sought.
+            try:
+                signing.require(self.signer, self.settings.signing_dir)
+            except contract.finishing.FinishError as error:
+                raise finishing.FinishingFailed("sign", error.description) from None
         with self._stage("finish_load_files", stages):
             files = await self._load_files(job, finish)
         inputs = finishing.Inputs(job_id=job.job_id, finish=finish, files=files, signer=self.signer)

@@ -3,14 +3,19 @@
 Each is installed by its ``scripts/<name>/install.sh`` (through ``scripts/maven-jar.sh``), which
 ``scripts/test.sh`` runs and which says where the launcher is; the tests use the launcher an
 environment variable names (test.sh sets it), else the one cached for the script's version.
+A module running one holds a :class:`Tool` and marks the tests that need it with
+:meth:`Tool.needed`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,3 +46,27 @@ def missing(name: str, env_var: str) -> str:
         f"{name} is not installed: run scripts/{name}/install.sh (scripts/test.sh does), "
         f"or set {env_var} to its launcher"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Tool:
+    """One of the validators: its install script's (and launcher's) name, the environment
+    variable naming its launcher, and what the messages call it."""
+
+    name: str
+    env_var: str
+    title: str
+
+    def launcher(self) -> Path | None:
+        """The launcher, if installed (see :func:`launcher`)."""
+        return launcher(self.name, self.env_var)
+
+    def needed(self) -> pytest.MarkDecorator:
+        """The mark of a test that needs the tool: it skips, saying why, when it is missing."""
+        return pytest.mark.skipif(self.launcher() is None, reason=missing(self.name, self.env_var))
+
+    def require(self) -> Path:
+        """The launcher, for a test its mark let run."""
+        found = self.launcher()
+        assert found is not None, f"{self.title} is not installed"
+        return found

@@ -15,20 +15,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
 from lxml import etree
 
 from . import javatools
 
-ENV_VAR = "REPORTFARM_MUSTANG"
-"""The launcher to use (scripts/test.sh sets it); else the cached one of install.sh's version."""
+MUSTANG = javatools.Tool("mustang", "REPORTFARM_MUSTANG", "Mustang")
+"""Its launcher: the one ``REPORTFARM_MUSTANG`` names (scripts/test.sh sets it), else the cached
+one of install.sh's version."""
 
-
-def launcher() -> Path | None:
-    return javatools.launcher("mustang", ENV_VAR)
-
-
-needs_mustang = pytest.mark.skipif(launcher() is None, reason=javatools.missing("mustang", ENV_VAR))
+needs_mustang = MUSTANG.needed()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +42,7 @@ class Verdict:
 
 
 def validate(pdf: bytes) -> Verdict:
-    found = launcher()
-    assert found is not None, "Mustang is not installed"
+    found = MUSTANG.require()
     with tempfile.TemporaryDirectory(prefix="mustang-") as folder:
         path = Path(folder) / "invoice.pdf"
         path.write_bytes(pdf)

@@ -137,7 +137,11 @@ async def test_a_farm_without_a_key_fails_signed_jobs_with_that_reason_and_goes_
     record = results[asked]
     assert record is not None and record.state == "failed", record
     assert record.attempts == 1  # permanent: never retried, no browser replaced
-    assert "finishing stage 'sign' failed: this farm has no signing key" in (record.error or "")
+    reason = (
+        "finishing stage 'sign' failed: this farm has no signing key "
+        f"(no tls.key in {tmp_path / 'no-secret'}; see README: Signed PDFs)"
+    )
+    assert reason in (record.error or "")
     [poisoned] = [json.loads(text) for text in await client.queue.peek_poison()]
     assert poisoned["job_id"] == asked and "no signing key" in poisoned["reason"]
     assert results[plain] is not None and results[plain].state == "succeeded"

@@ -17,20 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from . import javatools
 
-ENV_VAR = "REPORTFARM_VERAPDF"
-"""The launcher to use (scripts/test.sh sets it); else the cached one of install.sh's version."""
+VERAPDF = javatools.Tool("verapdf", "REPORTFARM_VERAPDF", "veraPDF")
+"""Its launcher: the one ``REPORTFARM_VERAPDF`` names (scripts/test.sh sets it), else the cached
+one of install.sh's version."""
 
-
-def launcher() -> Path | None:
-    """veraPDF's launcher, if installed."""
-    return javatools.launcher("verapdf", ENV_VAR)
-
-
-needs_verapdf = pytest.mark.skipif(launcher() is None, reason=javatools.missing("verapdf", ENV_VAR))
+needs_verapdf = VERAPDF.needed()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +43,7 @@ class Verdict:
 
 def validate(pdfs: Mapping[str, bytes], flavour: str) -> dict[str, Verdict]:
     """veraPDF's verdict on each PDF (by name) against ``flavour`` (``2b``, ``3b``): one run."""
-    found = launcher()
-    assert found is not None, "veraPDF is not installed"
+    found = VERAPDF.require()
     with tempfile.TemporaryDirectory(prefix="verapdf-") as folder:
         paths = {}
         for index, (name, pdf) in enumerate(pdfs.items()):

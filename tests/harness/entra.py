@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import datetime
 import http.server
 import ipaddress
 import json
@@ -26,9 +25,8 @@ from pathlib import Path
 
 import jwt
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from reportfarm_renderer.finishing import throwaway
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 CLIENT_ID = "0b9a8f7e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -37,36 +35,16 @@ STORAGE_AUDIENCE = "https://storage.azure.com"
 
 def certificate(folder: Path) -> tuple[Path, Path]:
     """(certificate, key) PEM files for 127.0.0.1 and localhost, its own trust anchor."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "reportfarm test 127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
+    names = x509.SubjectAlternativeName(
+        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
     )
-    cert_path, key_path = folder / "tls.crt", folder / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+    return throwaway.self_signed(
+        folder,
+        "reportfarm test 127.0.0.1",
+        ec.generate_private_key(ec.SECP256R1()),
+        (names, False),
+        (x509.BasicConstraints(ca=True, path_length=None), True),
     )
-    return cert_path, key_path
 
 
 def trust(cert: Path) -> None:

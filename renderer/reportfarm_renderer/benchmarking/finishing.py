@@ -28,7 +28,7 @@ from reportfarm import contract, finishing
 from reportfarm_renderer import browser
 from reportfarm_renderer import finishing as stages
 from reportfarm_renderer.benchmarking.documents import Document
-from reportfarm_renderer.finishing import signing, watermark
+from reportfarm_renderer.finishing import signing, throwaway, watermark
 
 INVOICE_XML = Path(__file__).resolve().parents[3] / "examples" / "data" / "invoice.factur-x.xml"
 """The example invoice's Factur-X XML: the ``facturx`` row is measured on the invoice only."""
@@ -123,45 +123,21 @@ def throwaway_signer(folder: Path) -> signing.Signer:
     """A self-signed key and certificate (RSA 2048, one day) laid out as the Secret is mounted
     (``tls.key``, ``tls.crt``), loaded as the renderer loads it."""
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
 
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=True,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=False,
+        crl_sign=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "reportfarm bench")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=True,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    (folder / signing.KEY_FILE).write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    (folder / signing.CERT_FILE).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    throwaway.self_signed(folder, "reportfarm bench", key, (usage, True))
     signer = signing.Signer.load(folder)
     if signer is None:
         raise RuntimeError(f"the throwaway key in {folder} was not loaded")

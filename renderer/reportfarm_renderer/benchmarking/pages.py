@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import io
 import json
-import logging
 import os
 import statistics
 import sys
@@ -37,7 +36,13 @@ from reportfarm.settings import StorageSettings
 from reportfarm.storage import blobs as storing
 from reportfarm_renderer import browser, output, printing, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.benchmarking import documents, pages_report, sampling, statements
+from reportfarm_renderer.benchmarking import (
+    documents,
+    pages_report,
+    reporting,
+    sampling,
+    statements,
+)
 from reportfarm_renderer.settings import RendererSettings
 
 CONTAINER = "bench-pages"
@@ -203,11 +208,7 @@ def main(*, sizes: list[int], rounds: int, repeat: int, as_json: bool, plot: Pat
     if not sizes or min(sizes) < 1 or rounds < 1 or repeat < 1:
         print("bench-pages: sizes, --rounds and --repeat must be at least 1", file=sys.stderr)
         return 2
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console.width = 120
-    for name in ("reportfarm", "reportfarm_renderer"):  # the table, not a log line per print
-        logging.getLogger(name).setLevel(logging.WARNING)
+    console = reporting.bench_console(as_json)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     try:
         report = asyncio.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,6 +78,21 @@ def targets(values: Mapping[str, float | None]) -> dict[str, dict[str, Any]]:
             met = value >= target if comparison == ">=" else value <= target
         checked[name] = {"target": f"{comparison} {target:g}", "met": met}
     return checked
+
+
+def bench_console(as_json: bool, *, width: int = 120) -> Console:
+    """The console a benchmark's main prints its progress and table on, with the farm's loggers
+    quieted (one info line per job would bury the table).
+
+    With ``as_json`` it writes to stderr (stdout then holds only the JSON); when it is not a
+    terminal it is ``width`` columns wide, so the table is not cut to 80.
+    """
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console.width = width
+    for name in ("reportfarm", "reportfarm_renderer"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return console
 
 
 def show(report: Report, console: Console) -> None:

@@ -223,12 +223,19 @@ class Signer:
             ) from error
 
 
+def require(signer: Signer | None, folder: Path | None = None) -> Signer:
+    """``signer``, or the refusal of a signature by a farm without a key: a :class:`FinishError`
+    (permanent), saying where the key was looked for when ``folder`` is given."""
+    if signer is None:
+        where = f"no {KEY_FILE} in {folder}; " if folder is not None else ""
+        raise FinishError(f"this farm has no signing key ({where}see README: Signed PDFs)")
+    return signer
+
+
 def apply(pdf: bytes, inputs: Inputs) -> bytes:
     wanted = inputs.finish.sign
     assert wanted is not None
-    if inputs.signer is None:
-        raise FinishError("this farm has no signing key (see README: Signed PDFs)")
-    return sign(pdf, inputs.signer, wanted, owner_password=inputs.owner_password)
+    return sign(pdf, require(inputs.signer), wanted, owner_password=inputs.owner_password)
 
 
 def sign(
