@@ -12,9 +12,7 @@ waiting client, not of the farm. Both clocks are this machine's.
   strategies): a chunk's jobs are submitted at once; its span runs from the first job's start
   (its finish less its stage times: when the worker took it) to the last one's finish, the span
   the in-process strategies use. The time a job waits for the worker's next receive is latency,
-  not throughput, and it is in the latency figures. The client learns that a chunk ended from
-  the renderer's job counter and reads the records after it: its storage reads (it runs
-  elsewhere in production) do not take the cores during the chunk; its submissions still do.
+  not throughput, and it is in the latency figures.
 - **Latency** (:meth:`Farm.latency_phases`): lone jobs (a single render through the same path)
   and bursts of 20 concurrent submissions, alternating, each after a random idle pause so a job
   meets the worker's empty-queue polling at a random phase, as it would in production.
@@ -50,10 +48,6 @@ ones that ended (oldest first). Times come from the records, so a slow, narrow p
 accuracy, and it keeps the client's reads (the client runs on the same cores here, not in
 production) from taking CPU from the renderer."""
 BORROW_WAIT_SUM = "reportfarm_pool_borrow_wait_seconds_sum"
-JOBS_ENDED_SAMPLE = f"{renderer_api.JOBS_METRIC}_total"
-ENDED = ("succeeded", "poisoned")
-WATCH_POLL_S = 0.02
-"""How often the throughput phase reads the renderer's job counter (in memory, no I/O)."""
 STAGES = ("load_data", "render_html", renderer_api.RENDER_STAGE, "storage_upload")
 
 
@@ -153,15 +147,10 @@ class Farm:
         await self._complete(count)
 
     async def throughput(self, count: int, *, offset: int = 0) -> None:
-        """One chunk of ``count`` jobs submitted at once.
-
-        With the renderer in this process, the client learns that the chunk ended from the
-        renderer's job counter (in memory) and reads the result records after it: a client
-        polling storage runs elsewhere in production, and here its reads would take the cores
-        from the renderer during the chunk. The span still comes from the records."""
+        """One chunk of ``count`` jobs submitted at once."""
         self.result.loads.append(measuring.load_average())
         waited = self._borrow_wait_s()
-        records = await self._complete(count, offset=offset, watch=self.metrics is not None)
+        records = await self._complete(count, offset=offset)
         self.result.throughput_borrow_wait_s += self._borrow_wait_s() - waited
         first = min(_started_at(record) for record in records)
         last = max(record.finished_at or 0.0 for record in records)
@@ -193,38 +182,13 @@ class Farm:
         for name in self.result.outputs:
             self.result.check.keep(await self.client.blobs.get(name))
 
-    def _jobs_ended(self) -> float:
-        """Jobs the in-process renderer ended (succeeded or poisoned) so far."""
-        if self.metrics is None:
-            return 0.0
-        ended = 0.0
-        for metric in self.metrics.registry.collect():
-            for sample in metric.samples:
-                if sample.name == JOBS_ENDED_SAMPLE and sample.labels.get("outcome") in ENDED:
-                    ended += sample.value
-        return ended
-
-    async def _ended(self, target: float) -> None:
-        """Until the renderer has ended ``target`` jobs, or the wait's timeout."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WAIT_TIMEOUT_S
-        # a prometheus counter has no event to wait on
-        while self._jobs_ended() < target and loop.time() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(WATCH_POLL_S)
-
-    async def _complete(
-        self, count: int, *, offset: int = 0, watch: bool = False
-    ) -> list[contract.ResultRecord]:
-        """Submit ``count`` documents concurrently and wait for all of their result records
-        (``watch``: first for the renderer's counter to show them ended)."""
+    async def _complete(self, count: int, *, offset: int = 0) -> list[contract.ResultRecord]:
+        """Submit ``count`` documents concurrently and wait for all of their result records."""
         items = [
             Submission(template=d.template, data=d.data, pdf=d.pdf)
             for d in (self.documents[(offset + i) % len(self.documents)] for i in range(count))
         ]
-        ended = self._jobs_ended()
         job_ids = await asyncio.gather(*(self.client.submit(item) for item in items))
-        if watch:
-            await self._ended(ended + count)
         results = await self.client.wait(
             job_ids, timeout_s=WAIT_TIMEOUT_S, poll_s=WAIT_POLL_S, window=WAIT_WINDOW
         )
