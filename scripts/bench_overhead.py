@@ -41,9 +41,6 @@ from reportfarm_renderer import browser
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, strategies
-from reportfarm_renderer.settings import RendererSettings
-
-from reportfarm.settings import StorageSettings
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _TYPE = re.compile(r"--type=([\w-]+)")
@@ -126,13 +123,7 @@ VARIANTS: dict[str, Variant] = {
 
 async def main(rounds: int, per_round: int, size: int, launches: int) -> None:
     catalog, documents = documenting.load()
-    settings = RendererSettings.from_env(
-        {},
-        storage=StorageSettings(connection_string=None),
-        templates=documenting.TEMPLATES,
-        pool_size=size,
-        port=0,
-    )
+    settings = documenting.settings(pool_size=size)
     async with contextlib.AsyncExitStack() as stack:
         launcher = await stack.enter_async_context(browser.ChromiumLauncher())
         lab = strategies.Lab(launcher, catalog=catalog, settings=settings)

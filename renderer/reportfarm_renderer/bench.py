@@ -34,7 +34,6 @@ from typing import Any
 from rich.console import Console
 
 from reportfarm import azurite, renderer_api
-from reportfarm.settings import StorageSettings
 from reportfarm_renderer import browser
 from reportfarm_renderer.benchmarking import (
     cpu,
@@ -45,7 +44,6 @@ from reportfarm_renderer.benchmarking import (
     strategies,
 )
 from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.settings import RendererSettings
 
 SEED = 2026
 """Seeds the random pauses of the end-to-end phases: the same run, run after run."""
@@ -74,14 +72,7 @@ async def run(
 ) -> tuple[reporting.Report, dict[str, bytes]]:
     """Measure everything; returns the report and one sample PDF per strategy."""
     catalog, documents = documenting.load()
-    settings = RendererSettings.from_env(
-        {},
-        storage=StorageSettings(connection_string=None),
-        templates=documenting.TEMPLATES,
-        pool_size=pool_size,
-        port=0,
-        chromium_path=chromium_path,
-    )
+    settings = documenting.settings(pool_size=pool_size, chromium_path=chromium_path)
     load_before = _load()
     runs = {name: measuring.Run(name) for name in strategies.STRATEGIES}
     plan, chunks = phases(jobs), rounds(jobs)

@@ -48,7 +48,6 @@ from rich.console import Console
 
 from reportfarm import azurite, renderer_api
 from reportfarm.quantiles import quantile
-from reportfarm.settings import StorageSettings
 from reportfarm_renderer import bench, browser
 from reportfarm_renderer.benchmarking import (
     cpu,
@@ -63,7 +62,6 @@ from reportfarm_renderer.benchmarking import (
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import gotenberg as gotenberging
 from reportfarm_renderer.benchmarking.documents import Document
-from reportfarm_renderer.settings import RendererSettings
 
 OURS = tuple(versus.OURS)
 DEFAULT_CHROMIUMS = (gotenberging.SAME, gotenberging.IMAGE)
@@ -128,14 +126,7 @@ async def run(
 ) -> tuple[versus.Report, dict[str, bytes]]:
     """Measure the sides; returns the report and one sample PDF per side."""
     catalog, documents = documenting.load()
-    settings = RendererSettings.from_env(
-        {},
-        storage=StorageSettings(connection_string=None),
-        templates=documenting.TEMPLATES,
-        pool_size=pool_size,
-        port=0,
-        chromium_path=chromium_path,
-    )
+    settings = documenting.settings(pool_size=pool_size, chromium_path=chromium_path)
     load_before, chunks = _load(), bench.rounds(jobs)
     me = os.getpid()
     runs = {"reportfarm": measuring.Run("reportfarm")}

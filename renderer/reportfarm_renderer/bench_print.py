@@ -21,11 +21,9 @@ from rich.console import Console
 from rich.table import Table
 
 from reportfarm import renderer_api
-from reportfarm.settings import StorageSettings
 from reportfarm_renderer import bench, browser
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, printing, reporting, strategies
-from reportfarm_renderer.settings import RendererSettings
 
 Report = dict[str, Any]
 
@@ -34,13 +32,7 @@ async def run(
     chosen: Sequence[printing.Variant], *, jobs: int, chromium_path: str | None, console: Console
 ) -> Report:
     catalog, documents = documenting.load()
-    settings = RendererSettings.from_env(
-        {},
-        storage=StorageSettings(connection_string=None),
-        templates=documenting.TEMPLATES,
-        port=0,
-        chromium_path=chromium_path,
-    )
+    settings = documenting.settings(chromium_path=chromium_path)
     load_before = bench._load()
     chunks = printing.rounds(jobs)
     async with contextlib.AsyncExitStack() as stack:

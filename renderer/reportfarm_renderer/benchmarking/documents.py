@@ -8,9 +8,25 @@ from pathlib import Path
 from typing import Any
 
 from reportfarm import contract
+from reportfarm.settings import StorageSettings
 from reportfarm_renderer import local, templates
+from reportfarm_renderer.settings import RendererSettings
 
 TEMPLATES = local.EXAMPLES / "templates"
+
+
+def settings(*, pool_size: int | None = None, chromium_path: str | None = None) -> RendererSettings:
+    """The renderer's production defaults for a benchmark: the example templates, no storage (a
+    benchmark that needs it replaces it), no HTTP port; ``pool_size`` None keeps the default."""
+    sized = {} if pool_size is None else {"pool_size": pool_size}
+    return RendererSettings.from_env(
+        {},
+        storage=StorageSettings(connection_string=None),
+        templates=TEMPLATES,
+        port=0,
+        chromium_path=chromium_path,
+        **sized,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,6 @@ import pypdf
 from rich.console import Console
 
 from reportfarm import azurite, renderer_api
-from reportfarm.settings import StorageSettings
 from reportfarm.storage import blobs as storing
 from reportfarm_renderer import browser, output, printing, templates
 from reportfarm_renderer import pool as pooling
@@ -110,14 +109,7 @@ async def run(
     *, sizes: list[int], rounds: int, repeat: int, chromium_path: str | None, console: Console
 ) -> Report:
     catalog = templates.TemplateCatalog.load(documents.TEMPLATES)
-    settings = RendererSettings.from_env(
-        {},
-        storage=StorageSettings(connection_string=None),
-        templates=documents.TEMPLATES,
-        pool_size=1,
-        port=0,
-        chromium_path=chromium_path,
-    )
+    settings = documents.settings(pool_size=1, chromium_path=chromium_path)
     load_before = _load()
     results: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
     server = azurite.Azurite()
