@@ -27,6 +27,7 @@ import binascii
 import dataclasses
 import json
 import re
+import reprlib
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, NewType
@@ -113,7 +114,8 @@ def _check_types(value: object, types: Mapping[str, tuple[type, ...]], *, prefix
         field = getattr(value, name)
         wrong_bool = isinstance(field, bool) and bool not in allowed
         if not isinstance(field, allowed) or wrong_bool:
-            raise ContractError(f"{prefix}{name} {field!r} has the wrong type")
+            shown = reprlib.repr(field)  # a long string is cut, not echoed whole
+            raise ContractError(f"{prefix}{name} {shown} has the wrong type")
 
 
 Lane = Literal["interactive", "bulk"]

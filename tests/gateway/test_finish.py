@@ -57,6 +57,12 @@ async def test_a_report_with_metadata_and_tags_comes_back_finished(
         ({"files": {"../x": b64(b"a")}}, "file name '../x'"),
         ({"files": {"a.csv": "not base64!"}}, "file 'a.csv' is not base64 text"),
         ({"files": []}, "files must be an object"),
+        # PDF options are typed by the contract, as the renderer reads them
+        ({"pdf": {"tagged": "yes"}}, "pdf.tagged 'yes' has the wrong type"),
+        ({"pdf": {"scale": True}}, "pdf.scale True has the wrong type"),
+        ({"pdf": {"margin_top": None}}, "pdf.margin_top None has the wrong type"),
+        ({"pdf": {"outline": "x" * 5000}}, "pdf.outline 'xxxxxx"),
+        ({"pdf": {"landscap": True}}, "bad pdf options"),
         (
             {"finish": {"attachments": [{"blob": "missing.csv"}]}},
             "is not one of this job's files",
@@ -78,7 +84,8 @@ async def test_what_cannot_be_finished_is_a_400_and_nothing_is_queued(
     async with farm(storage, template_dir) as gateway:
         async with gateway.http.post(gateway.at("/v1/reports"), json=body, headers=auth()) as got:
             assert got.status == 400, await got.text()
-            assert reason in (await got.json())["error"]
+            error = (await got.json())["error"]
+            assert reason in error and len(error) < 1000  # a line, not the input echoed back
         batch = [{"template": "plain", "data": {"name": "x"}, **extra}]
         async with gateway.http.post(gateway.at("/v1/batches"), json=batch, headers=auth()) as got:
             assert got.status == 400, await got.text()
