@@ -19,6 +19,7 @@ from reportfarm_renderer.benchmarking import statements
 from reportfarm import contract, finishing
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
+from tests.harness import metrics
 from tests.renderer.conftest import renderer_settings, wait_for
 
 from . import verapdf
@@ -46,14 +47,7 @@ def assert_compliant(pdfs: dict[str, bytes], flavour: str) -> None:
 
 
 def restarts(renderer: Any) -> float:
-    registry = renderer.parts.metrics.registry
-    return sum(
-        sample.value
-        for family in registry.collect()
-        if family.name == "reportfarm_browser_restarts"
-        for sample in family.samples
-        if sample.name.endswith("_total")
-    )
+    return metrics.total(renderer.parts.metrics.registry, "reportfarm_browser_restarts")
 
 
 @verapdf.needs_verapdf

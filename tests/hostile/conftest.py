@@ -33,6 +33,7 @@ from reportfarm import azurite, contract, netpolicy
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 from reportfarm.storage.queueing import JobQueue
+from tests.harness import metrics
 
 LAB_ADDRESS = "127.0.0.2"
 """The lab's "allowed public host": a loopback address the test guard treats as public."""
@@ -170,13 +171,7 @@ class Farm:
     def blocked(self) -> dict[str, float]:
         """reportfarm_blocked_requests_total by reason."""
         registry = self.renderer.parts.metrics.registry
-        return {
-            sample.labels["reason"]: sample.value
-            for family in registry.collect()
-            if family.name == "reportfarm_blocked_requests"
-            for sample in family.samples
-            if sample.name.endswith("_total")
-        }
+        return metrics.by_label(registry, "reportfarm_blocked_requests", "reason")
 
     def worker_task(self) -> asyncio.Task[Any]:
         (task,) = [t for t in asyncio.all_tasks() if t.get_name() == "queue-worker"]

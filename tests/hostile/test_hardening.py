@@ -22,6 +22,7 @@ import pytest_asyncio
 
 from reportfarm import azurite, contract
 from reportfarm.client import Submission
+from tests.harness import metrics
 
 from .conftest import Farm, farm, pdf_text, record_of, write_templates
 
@@ -53,13 +54,7 @@ async def send_raw(hardened: Farm, body: dict[str, Any]) -> str:
 
 def restarts(hardened: Farm) -> float:
     registry = hardened.renderer.parts.metrics.registry
-    return sum(
-        sample.value
-        for family in registry.collect()
-        if family.name == "reportfarm_browser_restarts"
-        for sample in family.samples
-        if sample.name.endswith("_total")
-    )
+    return metrics.total(registry, "reportfarm_browser_restarts")
 
 
 async def ends(hardened: Farm, job_id: str) -> contract.ResultRecord:
