@@ -77,14 +77,7 @@ def command_line(pid: int) -> str:
 
 def pss_bytes(pid: int) -> int:
     """The process's PSS, 0 once it has gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+    return rollup(pid)[0]
 
 
 def total_bytes(pids: Iterable[int]) -> int:

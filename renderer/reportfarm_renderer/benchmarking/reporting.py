@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +70,24 @@ def burst_bound_ms(end_to_end: Mapping[str, Any]) -> float | None:
 
 
 def targets(values: Mapping[str, float | None]) -> dict[str, dict[str, Any]]:
-    checked = {}
-    for name, (comparison, target, _) in TARGETS.items():
-        value = values.get(name)
-        if value is None:
-            met = None
-        else:
-            met = value >= target if comparison == ">=" else value <= target
-        checked[name] = {"target": f"{comparison} {target:g}", "met": met}
-    return checked
+    return {
+        name: check(values.get(name), comparison, target)
+        for name, (comparison, target, _) in TARGETS.items()
+    }
+
+
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "<": operator.lt,
+}
+
+
+def check(value: float | None, comparison: str, target: float) -> dict[str, Any]:
+    """A ratio against its target: ``{"target": ">= 2.5", "met": True/False/None}`` (None: not
+    measured)."""
+    met = None if value is None else _COMPARE[comparison](value, target)
+    return {"target": f"{comparison} {target:g}", "met": met}
 
 
 def bench_console(as_json: bool, *, width: int = 120) -> Console:

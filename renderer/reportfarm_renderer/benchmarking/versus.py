@@ -17,6 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reportfarm_renderer.benchmarking import reporting
+
 Report = dict[str, Any]
 
 OURS: dict[str, str] = {
@@ -110,13 +112,7 @@ def targets(values: Mapping[str, float | None], theirs: Sequence[str]) -> dict[s
     for side_name in theirs:
         for template, (comparison, target) in TARGETS.items():
             name = template.format(theirs=side_name)
-            value = values.get(name)
-            met = (
-                None
-                if value is None
-                else (value >= target if comparison == ">=" else value < target)
-            )
-            checked[name] = {"target": f"{comparison} {target:g}", "met": met}
+            checked[name] = reporting.check(values.get(name), comparison, target)
     return checked
 
 
