@@ -211,6 +211,18 @@ def _parser() -> argparse.ArgumentParser:
         "--plot", type=Path, default=Path("out/bench-pages.png"), help="PNG plot path"
     )
 
+    pod = sub.add_parser(
+        "bench-pod",
+        help="benchmark: end to end against the ceiling on one pod's CPUs (storage elsewhere)",
+    )
+    pod.add_argument("--jobs", type=int, default=100, help="documents a side")
+    pod.add_argument("--pool-size", type=int, default=2, help="browsers in the pod")
+    pod.add_argument(
+        "--pod-cpus", type=int, default=None, help="CPUs the pod gets (default: half of them)"
+    )
+    pod.add_argument("--json", action="store_true", help="print JSON")
+    pod.add_argument("--plot", type=Path, default=Path("out/bench-pod.png"), help="PNG plot path")
+
     sub.add_parser("operator", help="run the ReportPool operator (kopf); --help for its options")
     simulate = sub.add_parser("simulate", help="replay a trace through our policy and KEDA+HPA")
     simulate.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -345,6 +357,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
         from reportfarm_renderer import bench_finish
 
         return bench_finish.main(as_json=args.json, repeats=args.repeats)
+    if args.command == "bench-pod":
+        from reportfarm_renderer import bench_pod
+
+        return bench_pod.main(
+            as_json=args.json,
+            jobs=args.jobs,
+            pool_size=args.pool_size,
+            pod_cpus=args.pod_cpus,
+            plot_path=args.plot,
+        )
     if args.command == "bench-print":
         from reportfarm_renderer import bench_print
 
