@@ -253,7 +253,6 @@ async def _worker(
         "REPORTFARM_POOL_SIZE": str(pool_size),
         "REPORTFARM_PORT": str(azurite.free_port()),
         "REPORTFARM_LOG_FORMAT": "json",
-        "REPORTFARM_LOG_LEVEL": "WARNING",
     }
     with log.open("ab") as output:
         process = await asyncio.create_subprocess_exec(
