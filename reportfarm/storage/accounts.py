@@ -19,6 +19,7 @@ import os
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from azure.core.credentials_async import AsyncTokenCredential
 from azure.storage.blob.aio import BlobServiceClient
@@ -71,7 +72,7 @@ class Account:
         return BlobServiceClient(str(self.blob_url), credential=self.credential, **options)
 
 
-def _sdk_options() -> dict[str, object]:
+def _sdk_options() -> dict[str, Any]:
     return {**retry.SDK_OPTIONS, "use_env_settings": reads_environment()}
 
 
