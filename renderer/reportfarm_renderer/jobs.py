@@ -17,7 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from reportfarm import backoff, contract, outcomes, renderer_api
 from reportfarm.storage import errors as storage_errors
@@ -25,9 +25,12 @@ from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import Delivery, JobQueue
 from reportfarm_renderer import finishing, output, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.finishing import signing, watermark
+from reportfarm_renderer.finishing import keys, watermark
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
+
+if TYPE_CHECKING:
+    from reportfarm_renderer.finishing import signing
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +188,7 @@ class JobRunner:
             # The refusal signing.apply makes, made here before the job's files load and the
             # other stages run (their work would be wasted), and saying where the key was sought.
             try:
-                signing.require(self.signer, self.settings.signing_dir)
+                keys.require(self.signer, self.settings.signing_dir)
             except contract.finishing.FinishError as error:
                 raise finishing.FinishingFailed("sign", error.description) from None
         with self._stage("finish_load_files", stages):

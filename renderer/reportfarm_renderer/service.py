@@ -21,7 +21,7 @@ from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
 from reportfarm_renderer import browser, http, network, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.finishing import signing
+from reportfarm_renderer.finishing import keys
 from reportfarm_renderer.jobs import JobRunner
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
@@ -58,9 +58,9 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
     logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
     # The signing key is read once, before any browser starts: a key that cannot be used stops
     # the renderer here, with its reason, instead of failing every job that asks for a signature.
-    signer = await asyncio.to_thread(signing.Signer.load, settings.signing_dir)
+    signer = await asyncio.to_thread(keys.load, settings.signing_dir)
     if signer is None:
-        logger.info("signing: off (no %s in %s)", signing.KEY_FILE, settings.signing_dir)
+        logger.info("signing: off (no %s in %s)", keys.KEY_FILE, settings.signing_dir)
     else:
         logger.info("signing: on, %s", signer.describe())
     metrics = RendererMetrics()
@@ -179,7 +179,7 @@ STARTUP_ERRORS = (
     pooling.PoolError,
     azurite.AzuriteError,
     common.SettingsError,
-    signing.SignerError,
+    keys.SignerError,
 )
 
 

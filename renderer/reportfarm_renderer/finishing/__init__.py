@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from reportfarm import outcomes
 from reportfarm.finishing import Finish
 
-from . import attachments, facturx, metadata, pdfa, permissions, signing
+if TYPE_CHECKING:
+    from . import signing
 
 
 class FinishingFailed(outcomes.PermanentError):
@@ -65,18 +68,32 @@ def plan(finish: Finish) -> list[tuple[str, Stage]]:
     """The stages ``finish`` asks for, in order (empty: the PDF is stored as printed)."""
     stages: list[tuple[str, Stage]] = []
     if finish.metadata is not None or finish.archival is not None:
-        stages.append(("metadata", metadata.apply))
+        stages.append(("metadata", _stage("metadata")))
     if finish.facturx is not None:
-        stages.append(("facturx", facturx.apply))
+        stages.append(("facturx", _stage("facturx")))
     if finish.attachments:
-        stages.append(("attach", attachments.apply))
+        stages.append(("attach", _stage("attachments")))
     if finish.archival is not None:
-        stages.append(("pdfa", pdfa.apply))
+        stages.append(("pdfa", _stage("pdfa")))
     if finish.permissions is not None:
-        stages.append(("permissions", permissions.apply))
+        stages.append(("permissions", _stage("permissions")))
     if finish.sign is not None:
-        stages.append(("sign", signing.apply))
+        stages.append(("sign", _stage("signing")))
     return stages
+
+
+def _stage(module: str) -> Stage:
+    """The ``apply`` of stage module ``module``, imported when the stage first runs: the PDF
+    libraries (pikepdf, lxml, factur-x, pyHanko: ~45 MiB of the renderer's Python process) load
+    with the first job that asks for finishing, not with every renderer (the first such job pays
+    the import once, in its stage's thread)."""
+
+    def run(pdf: bytes, inputs: Inputs) -> bytes:
+        apply: Stage = importlib.import_module(f"{__name__}.{module}").apply
+        return apply(pdf, inputs)
+
+    run.__qualname__ = run.__name__ = f"{module}.apply"
+    return run
 
 
 def files_needed(finish: Finish) -> list[str]:

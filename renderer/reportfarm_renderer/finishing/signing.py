@@ -58,6 +58,10 @@ from pyhanko_certvalidator.registry import SimpleCertificateStore
 
 from reportfarm.finishing import FinishError, Signature
 
+from .keys import CERT_FILE, CHAIN_FILE, KEY_FILE, SignerError, absent, require
+
+__all__ = ["CERT_FILE", "CHAIN_FILE", "KEY_FILE", "Signer", "SignerError", "apply", "require"]
+
 if TYPE_CHECKING:
     from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
 
@@ -67,9 +71,6 @@ logger = logging.getLogger(__name__)
 # fontTools logs each subset it makes, a line per table, at INFO: thirty lines a visible signature.
 logging.getLogger("fontTools.subset").setLevel(logging.WARNING)
 
-CERT_FILE = "tls.crt"
-KEY_FILE = "tls.key"
-CHAIN_FILE = "ca.crt"
 """The file names of a ``kubernetes.io/tls`` Secret (``ca.crt``: as cert-manager adds it)."""
 FIELD_NAME = "ReportfarmSignature"
 STAMP_FONTS = (
@@ -92,11 +93,6 @@ PrivateKey = (
 )
 """The keys pyHanko signs with."""
 _SHA256 = hashes.SHA256()
-
-
-class SignerError(Exception):
-    """The signing folder holds a key or certificate that cannot be used (or the stamp's font is
-    missing): the renderer does not start."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -162,13 +158,7 @@ class Signer:
         blank page; None when the folder holds neither key nor certificate (signing is off).
         Blocking (files, a signature): run it in a thread. Raises :class:`SignerError`."""
         key_path, cert_path = folder / KEY_FILE, folder / CERT_FILE
-        if not key_path.exists() and not cert_path.exists():
-            others = sorted(p.name for p in _listing(folder) if not p.name.startswith("."))
-            if others:  # a Secret of another shape: better said now than by every signed job
-                raise SignerError(
-                    f"{folder} holds {', '.join(others)[:200]} but no {KEY_FILE} and "
-                    f"{CERT_FILE}: mount a kubernetes.io/tls Secret (kubectl create secret tls)"
-                )
+        if absent(folder):
             return None
         for path in (key_path, cert_path):
             if not path.exists():
@@ -221,15 +211,6 @@ class Signer:
                 f"signing a blank page with {self.subject!r} failed: "
                 f"{type(error).__name__}: {error}"[:500]
             ) from error
-
-
-def require(signer: Signer | None, folder: Path | None = None) -> Signer:
-    """``signer``, or the refusal of a signature by a farm without a key: a :class:`FinishError`
-    (permanent), saying where the key was looked for when ``folder`` is given."""
-    if signer is None:
-        where = f"no {KEY_FILE} in {folder}; " if folder is not None else ""
-        raise FinishError(f"this farm has no signing key ({where}see README: Signed PDFs)")
-    return signer
 
 
 def apply(pdf: bytes, inputs: Inputs) -> bytes:
@@ -422,13 +403,6 @@ def stamp_font(candidates: tuple[Path, ...] = STAMP_FONTS) -> bytes:
     except Exception as error:
         raise SignerError(f"{path}: cannot read the stamp's font: {error}") from error
     return out.getvalue()
-
-
-def _listing(folder: Path) -> list[Path]:
-    try:
-        return list(folder.iterdir())
-    except OSError:  # absent (no Secret mounted) or not a folder
-        return []
 
 
 def _read(path: Path) -> bytes:

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from .signing import CERT_FILE, KEY_FILE
+from .keys import CERT_FILE, KEY_FILE
 
 
 def self_signed(
