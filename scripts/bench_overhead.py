@@ -42,6 +42,8 @@ from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, strategies
 
+from reportfarm import loops
+
 _TICK = os.sysconf("SC_CLK_TCK")
 _TYPE = re.compile(r"--type=([\w-]+)")
 _SUB = re.compile(r"--utility-sub-type=(\w+)")
@@ -187,6 +189,4 @@ if __name__ == "__main__":
     parser.add_argument("--pool-size", type=int, default=2)
     parser.add_argument("--launches", type=int, default=3)
     arguments = parser.parse_args()
-    asyncio.run(
-        main(arguments.rounds, arguments.per_round, arguments.pool_size, arguments.launches)
-    )
+    loops.run(main(arguments.rounds, arguments.per_round, arguments.pool_size, arguments.launches))

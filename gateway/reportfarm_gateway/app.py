@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from reportfarm import loops
 from reportfarm import settings as common
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage import accounts
@@ -236,7 +237,7 @@ def main(*, port: int | None) -> int:
         )
         return 2
     try:
-        asyncio.run(serve(settings))
+        loops.run(serve(settings))
     except common.SettingsError as error:  # e.g. an account URL whose blob endpoint is unknown
         logger.error("start-up failed: %s", error)
         return 2

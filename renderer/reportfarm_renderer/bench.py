@@ -21,7 +21,6 @@ the production default, so a local ``REPORTFARM_*`` variable cannot skew the fig
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -33,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from reportfarm import azurite, renderer_api
+from reportfarm import azurite, loops, renderer_api
 from reportfarm_renderer import browser
 from reportfarm_renderer.benchmarking import (
     cpu,
@@ -176,7 +175,7 @@ def main(
     console = reporting.bench_console(as_json)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     try:
-        report, pdfs = asyncio.run(
+        report, pdfs = loops.run(
             run(jobs=jobs, pool_size=pool_size, chromium_path=chromium_path, console=console)
         )
     except (azurite.AzuriteError, end_to_end.JobsFailed) as error:

@@ -4,13 +4,12 @@ measurement after its strategies."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 
 from rich.console import Console
 
-from reportfarm import renderer_api
+from reportfarm import loops, renderer_api
 from reportfarm_renderer import bench, browser
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import finishing, reporting
@@ -35,7 +34,7 @@ def main(*, as_json: bool, repeats: int) -> int:
         return 2
     console = reporting.bench_console(as_json, width=140)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
-    report = asyncio.run(run(repeats=repeats, chromium_path=chromium_path, console=console))
+    report = loops.run(run(repeats=repeats, chromium_path=chromium_path, console=console))
     console.print(finishing.table(report))
     params = report["parameters"]
     assert isinstance(params, dict)

@@ -46,7 +46,7 @@ from typing import Any
 
 from rich.console import Console
 
-from reportfarm import azurite, renderer_api
+from reportfarm import azurite, loops, renderer_api
 from reportfarm.quantiles import quantile
 from reportfarm_renderer import bench, browser
 from reportfarm_renderer.benchmarking import (
@@ -444,7 +444,7 @@ def main(
     console = reporting.bench_console(as_json, width=160)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     try:
-        report, pdfs = asyncio.run(
+        report, pdfs = loops.run(
             run(
                 jobs=jobs,
                 pool_size=pool_size,

@@ -8,7 +8,6 @@ PNG plot and, with ``--json``, the same as JSON on stdout.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -20,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reportfarm import renderer_api
+from reportfarm import loops, renderer_api
 from reportfarm_renderer import bench, browser
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, printing, reporting, strategies
@@ -204,7 +203,7 @@ def main(
         return 2
     console = reporting.bench_console(as_json, width=140)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
-    report = asyncio.run(run(chosen, jobs=jobs, chromium_path=chromium_path, console=console))
+    report = loops.run(run(chosen, jobs=jobs, chromium_path=chromium_path, console=console))
     if plot_path is not None:
         plot(report, plot_path)
     show(report, console)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from reportfarm import azurite, connecting, contract, naming, renderer_api, submitting
+from reportfarm import azurite, connecting, contract, loops, naming, renderer_api, submitting
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import autoscaling, service
@@ -111,7 +111,7 @@ async def run_farm(
 
 
 async def until_stopped() -> None:
-    """Until Ctrl-C (asyncio.run cancels the task) or SIGTERM."""
+    """Until Ctrl-C (loops.run, like asyncio.run, cancels the task) or SIGTERM."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -225,7 +225,7 @@ def _run(
         stopping=stopping,
     )
     try:
-        return asyncio.run(farm)
+        return loops.run(farm)
     except KeyboardInterrupt:
         stopping.start()
         return 130

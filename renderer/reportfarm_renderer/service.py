@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from reportfarm import azurite, contract, netpolicy
+from reportfarm import azurite, contract, loops, netpolicy
 from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
@@ -193,7 +193,7 @@ def main(*, template_dir: Path | None, pool_size: int | None, port: int | None) 
         overrides["port"] = port
     settings = RendererSettings.from_env(**overrides)
     try:
-        asyncio.run(serve(settings))
+        loops.run(serve(settings))
     except STARTUP_ERRORS as error:
         logger.error("start-up failed: %s", error)
         return 1

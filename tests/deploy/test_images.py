@@ -210,5 +210,5 @@ def test_operator_install_set_does_not_pull_playwright() -> None:
 
 def test_gateway_install_set_is_the_core_only() -> None:
     gateway = _install_set(set())
-    assert {"aiohttp", "azure-storage-queue", "azure-storage-blob"} <= gateway
+    assert {"aiohttp", "azure-storage-queue", "azure-storage-blob", "uvloop"} <= gateway
     assert not {"playwright", "kopf", "kubernetes"} & gateway, sorted(gateway)

@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from reportfarm import azurite, quantiles
+from reportfarm import azurite, loops, quantiles
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import service
 from reportfarm_renderer.settings import RendererSettings
@@ -167,7 +167,7 @@ def main(
 ) -> int:
     # A log line per job would cost this one process more than it measures.
     logging.getLogger("reportfarm_renderer").setLevel(logging.WARNING)
-    result = asyncio.run(
+    result = loops.run(
         run(
             gateway_app=gateway_app,
             bulk=bulk,

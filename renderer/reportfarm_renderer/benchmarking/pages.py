@@ -31,7 +31,7 @@ from typing import Any
 import pypdf
 from rich.console import Console
 
-from reportfarm import azurite, renderer_api
+from reportfarm import azurite, loops, renderer_api
 from reportfarm.storage import blobs as storing
 from reportfarm_renderer import browser, output, printing, templates
 from reportfarm_renderer import pool as pooling
@@ -203,7 +203,7 @@ def main(*, sizes: list[int], rounds: int, repeat: int, as_json: bool, plot: Pat
     console = reporting.bench_console(as_json)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     try:
-        report = asyncio.run(
+        report = loops.run(
             run(
                 sizes=sorted(set(sizes)),
                 rounds=rounds,
