@@ -27,7 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reportfarm import azurite
+from reportfarm import azurite, loops
 from reportfarm.client import ReportFarmClient
 from reportfarm.quantiles import quantile
 from reportfarm_renderer import bench
@@ -411,9 +411,7 @@ def main(
         return 2
     console = reporting.bench_console(as_json)
     try:
-        report = asyncio.run(
-            run(jobs=jobs, pool_size=pool_size, pod_cpus=pod_cpus, console=console)
-        )
+        report = loops.run(run(jobs=jobs, pool_size=pool_size, pod_cpus=pod_cpus, console=console))
     except (azurite.AzuriteError, end_to_end.JobsFailed, PodFailed) as error:
         console.print(f"[red]bench-pod failed:[/red] {error}")
         return 1

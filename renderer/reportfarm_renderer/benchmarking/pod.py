@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from reportfarm import loops
 from reportfarm_renderer import browser
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, strategies
@@ -113,7 +114,7 @@ def main(argv: Sequence[str]) -> None:
         sys.argv = [argv[2], *argv[3:]]
         runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
     elif argv[:1] == [CEILING]:
-        asyncio.run(_ceiling(int(argv[1])))
+        loops.run(_ceiling(int(argv[1])))
     elif argv[:1] == [AFFINITY]:  # what a pinned command sees (the tests' check)
         print(json.dumps(sorted(os.sched_getaffinity(0))))
     else:
