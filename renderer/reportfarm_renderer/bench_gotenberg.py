@@ -39,6 +39,7 @@ import platform
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -188,11 +189,20 @@ async def run(
             raise gotenberging.GotenbergError(f"no Gotenberg side could run ({reasons})")
         lab = strategies.Lab(launcher, catalog=catalog, settings=settings)
         ours = await stack.enter_async_context(strategies.reportfarm(lab, pool_size))
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="reportfarm-bench-"))
         farm = await stack.enter_async_context(
-            end_to_end.running(documents, settings=settings, rng=random.Random(bench.SEED))
+            end_to_end.running_process(
+                documents,
+                pool_size=pool_size,
+                rng=random.Random(bench.SEED),
+                log=Path(scratch, "worker.log"),
+            )
         )
+        assert farm.worker is not None
+        worker = farm.worker.pid
         servers = {name: side.server.pid for name, side in gotenbergs.items()}
-        peaks = _peaks(me, servers=servers, drivers=drivers)
+        peaks = _peaks(me, servers=servers, drivers=drivers, worker=worker)
+        worker_cpu_s = 0.0
         await measuring.warm_up(ours, documents, count=2 * pool_size, concurrency=pool_size)
         await farm.warm_up(2 * pool_size)
         order = [*gotenbergs, *OURS]
@@ -201,10 +211,12 @@ async def run(
             console.log(f"round {index + 1}/{len(chunks)}: {count} documents per side")
             for name in order if index % 2 == 0 else reversed(order):
                 cpu_before = await asyncio.to_thread(_tree_cpu, servers)
+                worker_before = sum(cpu.sample(worker).values())
                 started = time.monotonic()
                 async with peaks[name].sampling():
                     if name == "end_to_end":
                         await farm.throughput(count, offset=offset)
+                        worker_cpu_s += sum(cpu.sample(worker).values()) - worker_before
                     else:
                         job = gotenbergs[name].convert if name in gotenbergs else ours
                         await measuring.closed_loop(
@@ -255,7 +267,9 @@ async def run(
         peak_mib=peaks["reportfarm"].peak_mib,
         alone_mib=peaks["reportfarm"].alone_peak_mib,
     )
-    report["end_to_end"] = _end_to_end(farm.result, cores=cores, peak=peaks["end_to_end"])
+    report["end_to_end"] = _end_to_end(
+        farm.result, cores=cores, peak=peaks["end_to_end"], cpu_s=worker_cpu_s
+    )
     report["sides"] = {
         **{
             name: f"{versus.GOTENBERG_WHAT}; Chromium: {_short(side.choice)}"
@@ -290,7 +304,9 @@ async def run(
         f"{footprint.INTERVAL_S} s during its timed chunks: each gotenberg side = unshare + "
         "gotenberg + its Chromium (a Gotenberg not printing keeps its idle browser, counted for "
         "no side); reportfarm = this Python process + its Playwright driver + its Chromiums; "
-        "end_to_end = this Python process + the renderer's driver + its Chromiums. Azurite stands "
+        "end_to_end = the renderer as its pod runs it, a `reportfarm worker` process + its "
+        "driver + its Chromiums (the client submitting and waiting is this process, as Gotenberg's "
+        "clients are, counted for neither). Azurite stands "
         f"in for Azure Storage and is not counted ({peaks['azurite'].peak_mib} MiB). PSS splits "
         "a page among every process mapping it, other sides' too (Gotenberg given our Chromium "
         "binary, our two sides' browsers, other work on the machine): 'alone' is the tree's "
@@ -313,17 +329,15 @@ def _tree_cpu(servers: dict[str, int | None]) -> dict[str, float]:
 
 
 def _peaks(
-    me: int, *, servers: dict[str, int | None], drivers: set[int]
+    me: int, *, servers: dict[str, int | None], drivers: set[int], worker: int
 ) -> dict[str, footprint.Peak]:
-    """Who is who among the processes: each Gotenberg's tree; the launcher's driver (our print
-    path); every other child of ours but Azurite (the end-to-end renderer's driver)."""
-    theirs = {pid for pid in servers.values() if pid}
+    """Who is who among the processes: each Gotenberg's tree; this process and the launcher's
+    driver (our print path); the renderer process's tree (end to end, as in its pod)."""
 
-    def ours(tree: dict[int, int], *, print_path: bool) -> set[int]:
+    def print_path(tree: dict[int, int]) -> set[int]:
         members = {me}
-        for child in footprint.children(me, tree) - theirs:
-            if (child in drivers) == print_path and not _is_azurite(child):
-                members |= footprint.descendants(child, tree)
+        for child in footprint.children(me, tree) & drivers:
+            members |= footprint.descendants(child, tree)
         return members
 
     def azurites(tree: dict[int, int]) -> set[int]:
@@ -335,8 +349,8 @@ def _peaks(
 
     return {
         **{name: footprint.Peak(gotenberg(pid)) for name, pid in servers.items()},
-        "reportfarm": footprint.Peak(lambda tree: ours(tree, print_path=True)),
-        "end_to_end": footprint.Peak(lambda tree: ours(tree, print_path=False)),
+        "reportfarm": footprint.Peak(print_path),
+        "end_to_end": footprint.Peak(lambda tree: footprint.descendants(worker, tree)),
         "azurite": footprint.Peak(azurites),
     }
 
@@ -363,8 +377,11 @@ async def _compare(
     return verdicts, samples
 
 
-def _end_to_end(result: end_to_end.EndToEnd, *, cores: int, peak: footprint.Peak) -> dict[str, Any]:
-    """The throughput chunks' jobs; latency: the worker's, taking a job to its PDF stored."""
+def _end_to_end(
+    result: end_to_end.EndToEnd, *, cores: int, peak: footprint.Peak, cpu_s: float
+) -> dict[str, Any]:
+    """The throughput chunks' jobs; latency: the worker's, taking a job to its PDF stored; CPU:
+    the renderer process's tree (Python, its driver, its Chromiums) while they ran."""
     spent = [
         sum(r.stages_ms.get(stage, 0.0) for stage in end_to_end.STAGES) / 1000
         for r in result.throughput
@@ -376,6 +393,9 @@ def _end_to_end(result: end_to_end.EndToEnd, *, cores: int, peak: footprint.Peak
         cores=cores,
         peak_mib=peak.peak_mib,
         alone_mib=peak.alone_peak_mib,
+        cpu_ms_per_pdf=round(cpu_s * 1000 / len(result.throughput), 1)
+        if result.throughput
+        else None,
         jobs=len(result.throughput),
         pdfs=len(result.outputs),
         valid_pdfs=result.check.valid,

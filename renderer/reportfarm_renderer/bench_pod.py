@@ -16,7 +16,6 @@ import dataclasses
 import json
 import os
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -28,10 +27,9 @@ from rich.console import Console
 from rich.table import Table
 
 from reportfarm import azurite, loops
-from reportfarm.client import ReportFarmClient
 from reportfarm.quantiles import quantile
 from reportfarm_renderer import bench
-from reportfarm_renderer.benchmarking import cpu, end_to_end, pod, reporting
+from reportfarm_renderer.benchmarking import cpu, end_to_end, footprint, pod, reporting
 from reportfarm_renderer.benchmarking import documents as documenting
 
 Report = dict[str, Any]
@@ -110,20 +108,21 @@ async def run(*, jobs: int, pool_size: int, pod_cpus: int | None, console: Conso
     outside: cpu.Sample = {}
     client_s = 0.0
     with tempfile.TemporaryDirectory(prefix="reportfarm-bench-pod-") as scratch:
-        log = Path(scratch, "worker.log")
-        async with _storage() as connection, contextlib.AsyncExitStack() as stack:
-            client = await stack.enter_async_context(
-                ReportFarmClient(connection, queue=end_to_end.QUEUE, container=end_to_end.CONTAINER)
-            )
-            await client.ensure()
-            console.log(f"pod CPUs {pod_set}, client and Azurite on {others}: starting")
-            worker = await stack.enter_async_context(
-                _worker(pod_set, pool_size=pool_size, connection=connection, log=log)
-            )
-            ceiling = Ceiling(await stack.enter_async_context(_ceiling(pod_set, pool_size)))
+        console.log(f"pod CPUs {pod_set}, client and Azurite on {others}: starting")
+        async with (
+            end_to_end.running_process(
+                documents,
+                pool_size=pool_size,
+                rng=random.Random(SEED),
+                log=Path(scratch, "worker.log"),
+                cpus=pod_set,
+            ) as farm,
+            _ceiling(pod_set, pool_size) as process,
+        ):
+            assert farm.worker is not None
+            worker, ceiling = farm.worker, Ceiling(process)
             lanes = int((await ceiling.ready())["lanes"])
-            farm = end_to_end.Farm(client, documents, random.Random(SEED))
-            await _watching(worker, farm.warm_up(2 * lanes), log)
+            await farm.warm_up(2 * lanes)
             for index, count in enumerate(chunks):
                 offset = sum(chunks[:index])
                 console.log(f"round {index + 1}/{len(chunks)}: {count} documents a side")
@@ -144,7 +143,7 @@ async def run(*, jobs: int, pool_size: int, pod_cpus: int | None, console: Conso
                     else:
                         seen = len(farm.result.throughput)
                         span = farm.result.throughput_span_s
-                        await _watching(worker, farm.throughput(count, offset=offset), log)
+                        await farm.throughput(count, offset=offset)
                         side.wall_s += farm.result.throughput_span_s - span
                         side.latencies_s += [
                             _worker_side(record) for record in farm.result.throughput[seen:]
@@ -206,66 +205,13 @@ def _divide(top: float, bottom: float) -> float | None:
 
 def _off_the_pod(roots: list[int], pod_set: list[int]) -> list[str]:
     """Processes of the pinned trees allowed on a CPU outside the pod (none, if pinning held)."""
-    strays = []
+    strays, tree = [], footprint.parents()
     for root in roots:
-        for pid in pod.tree(root):
+        for pid in sorted(footprint.descendants(root, tree)):
             allowed = pod.affinity(pid)
             if allowed is not None and not allowed <= set(pod_set):
                 strays.append(f"{pid}: {sorted(allowed)}")
     return strays
-
-
-async def _watching(worker: asyncio.subprocess.Process, work: Any, log: Path) -> None:
-    """``work``, failing early if the worker process exits meanwhile."""
-    task = asyncio.ensure_future(work)
-    exited = asyncio.ensure_future(worker.wait())
-    done, _ = await asyncio.wait({task, exited}, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        exited.cancel()
-        task.result()
-        return
-    task.cancel()
-    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-    raise PodFailed(f"the renderer exited ({worker.returncode}); its log ends:\n{tail}")
-
-
-@contextlib.asynccontextmanager
-async def _storage() -> AsyncIterator[str]:
-    server = azurite.Azurite()
-    await asyncio.to_thread(server.start)
-    try:
-        yield server.connection_string
-    finally:
-        await asyncio.to_thread(server.stop)
-
-
-@contextlib.asynccontextmanager
-async def _worker(
-    cpus: list[int], *, pool_size: int, connection: str, log: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    """The real ``reportfarm worker``, production settings, pinned to ``cpus``."""
-    environment = {
-        **os.environ,
-        "AZURE_STORAGE_CONNECTION_STRING": connection,
-        "REPORTFARM_QUEUE": end_to_end.QUEUE,
-        "REPORTFARM_CONTAINER": end_to_end.CONTAINER,
-        "REPORTFARM_TEMPLATES": str(documenting.TEMPLATES),
-        "REPORTFARM_POOL_SIZE": str(pool_size),
-        "REPORTFARM_PORT": str(azurite.free_port()),
-        "REPORTFARM_LOG_FORMAT": "json",
-    }
-    with log.open("ab") as output:
-        process = await asyncio.create_subprocess_exec(
-            *pod.pinned(cpus, "reportfarm.cli", "worker"),
-            env=environment,
-            stdout=output,
-            stderr=output,
-            start_new_session=True,
-        )
-    try:
-        yield process
-    finally:
-        await _stop(process, signal.SIGTERM)
 
 
 @contextlib.asynccontextmanager
@@ -281,19 +227,7 @@ async def _ceiling(cpus: list[int], pool_size: int) -> AsyncIterator[asyncio.sub
     finally:
         if process.stdin is not None:
             process.stdin.close()
-        await _stop(process, signal.SIGTERM)
-
-
-async def _stop(process: asyncio.subprocess.Process, signum: int) -> None:
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signum)
-        try:
-            await asyncio.wait_for(process.wait(), 60)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
+        await end_to_end.stop(process)
 
 
 def show(report: Report, console: Console) -> None:

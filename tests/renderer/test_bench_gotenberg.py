@@ -112,6 +112,8 @@ def test_every_side_reports_throughput_latency_and_memory(
         assert row["alone_mib_per_pdf_per_s"] == pytest.approx(
             row["peak_alone_mib"] / row["pdf_per_s"], rel=0.02
         )
+    if name == "end_to_end":  # the renderer process's tree, while it printed
+        assert positive(row["cpu_ms_per_pdf"]), row
     if name.startswith("gotenberg"):
         assert positive(row["cpu_ms_per_pdf"]), row
         idle = row["idle"]  # what its tree spent while the other sides printed: reported

@@ -25,16 +25,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import random
+import signal
 import statistics
-from collections.abc import AsyncIterator, Sequence
+import sys
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from pathlib import Path
+from typing import TypeVar
 
 from reportfarm import azurite, contract, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.quantiles import quantile
 from reportfarm.settings import StorageSettings
 from reportfarm_renderer import service
-from reportfarm_renderer.benchmarking import measuring
+from reportfarm_renderer.benchmarking import documents as documenting
+from reportfarm_renderer.benchmarking import measuring, pod
 from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
@@ -52,7 +58,36 @@ STAGES = ("load_data", "render_html", renderer_api.RENDER_STAGE, "storage_upload
 
 
 class JobsFailed(RuntimeError):
-    """Some benchmark jobs did not succeed (or did not finish in time)."""
+    """Some benchmark jobs did not succeed (or did not finish in time), or the renderer process
+    exited."""
+
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class Worker:
+    """The real ``reportfarm worker`` process (:func:`worker_process`) and its log."""
+
+    process: asyncio.subprocess.Process
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def watching(self, work: Awaitable[T]) -> T:
+        """``work``'s result, failing early (:class:`JobsFailed`, with the log's end) if the
+        process exits meanwhile."""
+        task = asyncio.ensure_future(work)
+        exited = asyncio.ensure_future(self.process.wait())
+        done, _ = await asyncio.wait({task, exited}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            exited.cancel()
+            return task.result()
+        task.cancel()
+        tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+        raise JobsFailed(f"the renderer exited ({self.process.returncode}); its log ends:\n{tail}")
 
 
 @dataclasses.dataclass
@@ -135,10 +170,13 @@ class Farm:
         rng: random.Random,
         *,
         metrics: RendererMetrics | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self.client = client
         self.metrics = metrics
         """The renderer's metrics (its pool's borrow waits), when it runs in this process."""
+        self.worker = worker
+        """The renderer, when it runs as a process of its own."""
         self.documents = documents
         self.rng = rng
         self.result = EndToEnd()
@@ -189,9 +227,10 @@ class Farm:
             for d in (self.documents[(offset + i) % len(self.documents)] for i in range(count))
         ]
         job_ids = await asyncio.gather(*(self.client.submit(item) for item in items))
-        results = await self.client.wait(
+        waiting = self.client.wait(
             job_ids, timeout_s=WAIT_TIMEOUT_S, poll_s=WAIT_POLL_S, window=WAIT_WINDOW
         )
+        results = await (waiting if self.worker is None else self.worker.watching(waiting))
         records = [record for record in results.values() if record is not None]
         failed = [record for record in records if record.state != "succeeded"]
         if failed or len(records) < len(job_ids):
@@ -221,6 +260,76 @@ async def running(
             yield Farm(client, documents, rng, metrics=renderer.parts.metrics)
     finally:
         await asyncio.to_thread(server.stop)
+
+
+@contextlib.asynccontextmanager
+async def running_process(
+    documents: Sequence[Document],
+    *,
+    pool_size: int,
+    rng: random.Random,
+    log: Path,
+    cpus: Sequence[int] | None = None,
+) -> AsyncIterator[Farm]:
+    """An embedded Azurite, a client, and the renderer as production runs it: the real
+    ``reportfarm worker`` process (:func:`worker_process`), its memory and CPU its own tree's."""
+    server = azurite.Azurite()
+    await asyncio.to_thread(server.start)
+    try:
+        connection = server.connection_string
+        async with ReportFarmClient(connection, queue=QUEUE, container=CONTAINER) as client:
+            await client.ensure()
+            async with worker_process(
+                connection, pool_size=pool_size, log=log, cpus=cpus
+            ) as worker:
+                yield Farm(client, documents, rng, worker=worker)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+@contextlib.asynccontextmanager
+async def worker_process(
+    connection: str, *, pool_size: int, log: Path, cpus: Sequence[int] | None = None
+) -> AsyncIterator[Worker]:
+    """``reportfarm worker`` with the production settings but storage, the example templates and
+    ``pool_size`` browsers, its output in ``log``; pinned to ``cpus`` when given
+    (:func:`.pod.pinned`); stopped with SIGTERM (drained) on exit."""
+    environment = {
+        **os.environ,
+        "AZURE_STORAGE_CONNECTION_STRING": connection,
+        "REPORTFARM_QUEUE": QUEUE,
+        "REPORTFARM_CONTAINER": CONTAINER,
+        "REPORTFARM_TEMPLATES": str(documenting.TEMPLATES),
+        "REPORTFARM_POOL_SIZE": str(pool_size),
+        "REPORTFARM_PORT": str(azurite.free_port()),
+        "REPORTFARM_LOG_FORMAT": "json",
+    }
+    command = ["-m", "reportfarm.cli", "worker"]
+    with log.open("ab") as output:
+        process = await asyncio.create_subprocess_exec(
+            *(pod.pinned(cpus, *command[1:]) if cpus else [sys.executable, *command]),
+            env=environment,
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+        )
+    try:
+        yield Worker(process, log)
+    finally:
+        await stop(process)
+
+
+async def stop(process: asyncio.subprocess.Process, *, grace_s: float = 60.0) -> None:
+    """SIGTERM, then SIGKILL to its process group after ``grace_s``."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), grace_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
 
 
 def _latency(record: contract.ResultRecord) -> float:

@@ -22,13 +22,11 @@ The ceiling process (``python -m reportfarm_renderer.benchmarking.pod ceiling PO
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import runpy
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from reportfarm import loops
@@ -64,22 +62,6 @@ def affinity(pid: int) -> set[int] | None:
         return set(os.sched_getaffinity(pid))
     except (ProcessLookupError, PermissionError):
         return None
-
-
-def tree(root: int) -> list[int]:
-    """``root`` and its descendants, from ``/proc``."""
-    parents: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                stat = Path(entry.path, "stat").read_text()
-                parents[int(entry.name)] = int(stat[stat.rfind(")") + 2 :].split()[1])
-    found, frontier = [root], [root]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
 
 
 async def _ceiling(pool_size: int) -> None:

@@ -146,7 +146,7 @@ def _sides_table(report: Report) -> Table:
         f"each, {params['jobs']} documents per side in rounds of {params['rounds']}, "
         f"{params['cores']} cores shared by all, our Chromium {params['chromium']}"
     )
-    columns = ("side", "what", "PDFs/s", "per core", "p50 ms", "p95 ms")
+    columns = ("side", "what", "PDFs/s", "per core", "p50 ms", "p95 ms", "CPU ms/PDF")
     memory = ("PSS MiB", "/(PDF/s)", "alone MiB", "/(PDF/s)")
     for column in (*columns, *memory, "valid", "load1"):
         table.add_column(column, justify="left" if column in ("side", "what") else "right")
@@ -162,6 +162,7 @@ def _sides_table(report: Report) -> Table:
             f"{row['pdf_per_s_per_core']:.2f}",
             f"{row['p50_ms']:.0f}",
             f"{row['p95_ms']:.0f}",
+            _cell(row.get("cpu_ms_per_pdf"), ".0f"),
             _cell(row["peak_pss_mib"], ".0f"),
             _cell(row["mib_per_pdf_per_s"], ".0f"),
             _cell(row.get("peak_alone_mib"), ".0f"),
