@@ -27,6 +27,7 @@ import os
 import platform
 import random
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +88,14 @@ async def run(
             name: await stack.enter_async_context(strategy(lab, pool_size))
             for name, (strategy, _) in strategies.STRATEGIES.items()
         }
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="reportfarm-bench-"))
         farm = await stack.enter_async_context(
-            end_to_end.running(documents, settings=settings, rng=random.Random(SEED))
+            end_to_end.running_process(
+                documents,
+                pool_size=pool_size,
+                rng=random.Random(SEED),
+                log=Path(scratch, "worker.log"),
+            )
         )
         for name, job in printers.items():
             lanes = strategies.lanes(name, lab, pool_size)

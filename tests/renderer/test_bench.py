@@ -91,8 +91,12 @@ def test_cpu_per_pdf_is_split_by_process(tiny_run: tuple[dict[str, object], Path
     for name in [*STRATEGIES, "end_to_end"]:
         shares = report[name]["cpu_ms_per_pdf"]
         assert positive(shares["chromium"]) and positive(shares["python"]), (name, shares)
-        parts = sum(shares[part] for part in ("chromium", "driver", "python", "azurite"))
+        parts = sum(
+            shares[part] for part in ("chromium", "driver", "renderer", "python", "azurite")
+        )
         assert math.isclose(shares["total"], parts, abs_tol=0.5), shares
+        # only end to end runs a renderer process of its own (python is then its client)
+        assert positive(shares["renderer"]) is (name == "end_to_end"), (name, shares)
     assert positive(report["end_to_end"]["cpu_ms_per_pdf"]["azurite"])
 
 

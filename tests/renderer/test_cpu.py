@@ -20,11 +20,16 @@ def burn_as(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("program", "component"),
-    [("chromium", "chromium"), ("node-azurite", "azurite"), ("node", "driver")],
+    [
+        ("chromium", "chromium"),
+        ("node-azurite", "azurite"),
+        ("node", "driver"),
+        ("python3 -m reportfarm.cli worker", "renderer"),
+    ],
 )
 def test_a_live_child_counts_under_its_component(program: str, component: str) -> None:
     child = subprocess.Popen(
-        ["bash", "-c", f'exec -a {program} "{sys.executable}" -c "$BURN"; sleep 30'],
+        ["bash", "-c", f'exec -a "{program}" "{sys.executable}" -c "$BURN"; sleep 30'],
         env={"BURN": BURN + "\nimport time; time.sleep(30)"},
     )
     try:
@@ -50,12 +55,14 @@ def test_this_process_does_not_count_the_children_it_reaped() -> None:
 
 
 def test_per_pdf_divides_and_totals() -> None:
-    shares = cpu.per_pdf({"chromium": 2.0, "driver": 0.1, "python": 0.3, "azurite": 0.2}, 10)
+    spent = {"chromium": 2.0, "driver": 0.1, "renderer": 0.15, "python": 0.3, "azurite": 0.2}
+    shares = cpu.per_pdf(spent, 10)
     assert shares == {
         "chromium": 200.0,
         "driver": 10.0,
+        "renderer": 15.0,
         "python": 30.0,
         "azurite": 20.0,
-        "total": 260.0,
+        "total": 275.0,
     }
     assert cpu.per_pdf({}, 0) == {}

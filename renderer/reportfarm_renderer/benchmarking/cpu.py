@@ -6,10 +6,12 @@ and the client are elsewhere, so a throughput ratio measured here also says how 
 cores Azurite took. :func:`sample` reads every process under this one and sorts its CPU seconds
 into components; the difference of two samples is what a phase cost.
 
-- ``python``: this process (the renderer's job runner, the template renders and the client).
+- ``python``: this process (the in-process strategies, the template renders and the client).
+- ``renderer``: a renderer process of its own under this one (``reportfarm worker``, as a pod
+  runs it: its job runner, template renders and storage calls), its own time.
 - ``chromium``: Chromium's processes (a command line that runs a ``chrom*`` binary, or a
   process under one).
-- ``driver``: the Playwright driver (the Node.js process that launches Chromium) and anything
+- ``driver``: the Playwright drivers (the Node.js processes that launch Chromium) and anything
   else that is neither Chromium nor Azurite.
 - ``azurite``: the storage emulator and its children.
 
@@ -25,7 +27,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-COMPONENTS = ("chromium", "driver", "python", "azurite")
+COMPONENTS = ("chromium", "driver", "renderer", "python", "azurite")
+WORKER = "reportfarm.cli worker"
+"""What a renderer process's command line holds (``python -m reportfarm.cli worker``, pinned or
+not)."""
 _TICK = os.sysconf("SC_CLK_TCK")
 
 Sample = dict[str, float]
@@ -47,6 +52,9 @@ def sample(root: int | None = None) -> Sample:
         if component == "driver":  # what the driver reaped are the browsers it launched
             totals["driver"] += own
             totals["chromium"] += reaped
+        elif component == "renderer":  # what it reaped is its driver, at its end
+            totals["renderer"] += own
+            totals["driver"] += reaped
         elif component is not None:
             totals[component] += own + reaped
     return totals
@@ -82,6 +90,8 @@ def _component(pid: int, root: int, table: Mapping[int, _Process]) -> str | None
         current = entry[0]
     if any("azurite" in command for command in lineage):
         return "azurite"
+    if len(lineage) == 1 and WORKER in lineage[0]:
+        return "renderer"
     if any(_is_chromium(command) for command in lineage):
         return "chromium"
     return "driver"

@@ -1,6 +1,6 @@
-"""End to end: the client submits to the queue (an embedded Azurite), an in-process renderer
-(:func:`reportfarm_renderer.service.running`, production settings) takes the jobs and stores
-PDFs and result records.
+"""End to end: the client submits to the queue (an embedded Azurite), a renderer takes the jobs
+and stores PDFs and result records. The renderer is the real ``reportfarm worker`` process with
+its production settings, as a pod runs it (:func:`running_process`).
 
 Times are the server's, from each job's result record: ``finished_at - submitted_at`` is
 submit-to-stored (the client stamps ``submitted_at`` before it sends; the runner stamps
@@ -34,16 +34,15 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
 from reportfarm import azurite, contract, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.quantiles import quantile
-from reportfarm.settings import StorageSettings
-from reportfarm_renderer import service
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, pod
 from reportfarm_renderer.benchmarking.documents import Document
-from reportfarm_renderer.metrics import RendererMetrics
-from reportfarm_renderer.settings import RendererSettings
 
 QUEUE = CONTAINER = "bench"
 WAIT_TIMEOUT_S = 600.0
@@ -71,10 +70,24 @@ class Worker:
 
     process: asyncio.subprocess.Process
     log: Path
+    port: int
+    """Its HTTP port (``/metrics``)."""
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    async def sample(self, name: str) -> float:
+        """The value of sample ``name`` on its ``/metrics`` (0 when absent)."""
+        url = f"http://127.0.0.1:{self.port}{renderer_api.METRICS_PATH}"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            response.raise_for_status()
+            text = await response.text()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name:
+                    return float(sample.value)
+        return 0.0
 
     async def watching(self, work: Awaitable[T]) -> T:
         """``work``'s result, failing early (:class:`JobsFailed`, with the log's end) if the
@@ -169,14 +182,11 @@ class Farm:
         documents: Sequence[Document],
         rng: random.Random,
         *,
-        metrics: RendererMetrics | None = None,
         worker: Worker | None = None,
     ) -> None:
         self.client = client
-        self.metrics = metrics
-        """The renderer's metrics (its pool's borrow waits), when it runs in this process."""
         self.worker = worker
-        """The renderer, when it runs as a process of its own."""
+        """The renderer process (its pool's borrow waits are on its ``/metrics``)."""
         self.documents = documents
         self.rng = rng
         self.result = EndToEnd()
@@ -187,9 +197,9 @@ class Farm:
     async def throughput(self, count: int, *, offset: int = 0) -> None:
         """One chunk of ``count`` jobs submitted at once."""
         self.result.loads.append(measuring.load_average())
-        waited = self._borrow_wait_s()
+        waited = await self._borrow_wait_s()
         records = await self._complete(count, offset=offset)
-        self.result.throughput_borrow_wait_s += self._borrow_wait_s() - waited
+        self.result.throughput_borrow_wait_s += await self._borrow_wait_s() - waited
         first = min(_started_at(record) for record in records)
         last = max(record.finished_at or 0.0 for record in records)
         self.result.throughput_span_s += last - first
@@ -209,11 +219,8 @@ class Farm:
                 self.result.burst_s += [_latency(record) for record in records]
                 self.result.burst_queue_wait_s += [_queue_wait(record) for record in records]
 
-    def _borrow_wait_s(self) -> float:
-        if self.metrics is None:
-            return 0.0
-        value = self.metrics.registry.get_sample_value(BORROW_WAIT_SUM)
-        return value or 0.0
+    async def _borrow_wait_s(self) -> float:
+        return 0.0 if self.worker is None else await self.worker.sample(BORROW_WAIT_SUM)
 
     async def check_pdfs(self) -> None:
         """Download every measured job's PDF and check it."""
@@ -240,26 +247,6 @@ class Farm:
             )
         self.result.outputs += [record.output_blob or "" for record in records]
         return records
-
-
-@contextlib.asynccontextmanager
-async def running(
-    documents: Sequence[Document], *, settings: RendererSettings, rng: random.Random
-) -> AsyncIterator[Farm]:
-    """An embedded Azurite, a renderer with ``settings`` (storage replaced) and a client."""
-    server = azurite.Azurite()
-    await asyncio.to_thread(server.start)
-    try:
-        connection = server.connection_string
-        storage = StorageSettings(connection_string=connection, queue=QUEUE, container=CONTAINER)
-        async with (
-            service.running(dataclasses.replace(settings, storage=storage)) as renderer,
-            ReportFarmClient(connection, queue=QUEUE, container=CONTAINER) as client,
-        ):
-            await client.ensure()
-            yield Farm(client, documents, rng, metrics=renderer.parts.metrics)
-    finally:
-        await asyncio.to_thread(server.stop)
 
 
 @contextlib.asynccontextmanager
@@ -301,7 +288,7 @@ async def worker_process(
         "REPORTFARM_CONTAINER": CONTAINER,
         "REPORTFARM_TEMPLATES": str(documenting.TEMPLATES),
         "REPORTFARM_POOL_SIZE": str(pool_size),
-        "REPORTFARM_PORT": str(azurite.free_port()),
+        "REPORTFARM_PORT": str(port := azurite.free_port()),
         "REPORTFARM_LOG_FORMAT": "json",
     }
     command = ["-m", "reportfarm.cli", "worker"]
@@ -314,7 +301,7 @@ async def worker_process(
             start_new_session=True,
         )
     try:
-        yield Worker(process, log)
+        yield Worker(process, log, port)
     finally:
         await stop(process)
 

@@ -167,8 +167,9 @@ def _show_cpu(report: Report, console: Console) -> None:
         table.add_row(name, *(f"{shares.get(column, 0.0):.0f}" for column in columns))
     console.print(table)
     console.print(
-        "python: the bench process (renderer, template renders, client); azurite: the storage "
-        "emulator, which in production runs elsewhere"
+        "python: the bench process (the in-process strategies, their template renders, and "
+        "end_to_end's client); renderer: end_to_end's renderer process (reportfarm worker, as "
+        "a pod runs it); azurite: the storage emulator, which in production runs elsewhere"
     )
 
 
