@@ -95,8 +95,9 @@ def test_cpu_per_pdf_is_split_by_process(tiny_run: tuple[dict[str, object], Path
             shares[part] for part in ("chromium", "driver", "renderer", "python", "azurite")
         )
         assert math.isclose(shares["total"], parts, abs_tol=0.5), shares
-        # only end to end runs a renderer process of its own (python is then its client)
-        assert positive(shares["renderer"]) is (name == "end_to_end"), (name, shares)
+    # end to end runs a renderer process of its own (python is then its client); it idles,
+    # polling the empty queue, while the other strategies print, so theirs is not zero
+    assert positive(report["end_to_end"]["cpu_ms_per_pdf"]["renderer"])
     assert positive(report["end_to_end"]["cpu_ms_per_pdf"]["azurite"])
 
 
