@@ -321,14 +321,12 @@ def plot(report: Report, path: Path) -> None:
     right.set_title("where the CPU goes")
     right.legend(fontsize=8)
     params = report["parameters"]
-    figure.suptitle(
+    reporting.save_figure(
+        figure,
+        path,
         f"one pod: CPUs {params['pod_cpus']} (client and Azurite on {params['other_cpus']}), "
-        f"pool {params['pool_size']}, load {params['load_before'][0]} -> {params['load_after'][0]}"
+        f"pool {params['pool_size']}, load {params['load_before'][0]} -> {params['load_after'][0]}",
     )
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def main(

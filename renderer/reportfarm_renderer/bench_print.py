@@ -164,14 +164,12 @@ def plot(report: Report, path: Path) -> None:
         axis.set_title(title)
         axis.tick_params(axis="x", labelrotation=35)
     params = report["parameters"]
-    figure.suptitle(
+    reporting.save_figure(
+        figure,
+        path,
         f"print path variants vs today (2x1), {params['jobs']} documents each, "
-        f"{params['cpu_count']} CPUs, load {params['load_before'][0]} -> {params['load_after'][0]}"
+        f"{params['cpu_count']} CPUs, load {params['load_before'][0]} -> {params['load_after'][0]}",
     )
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def main(

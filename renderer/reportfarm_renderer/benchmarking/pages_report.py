@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reportfarm_renderer.benchmarking import reporting
+
 TARGETS = {
     "s_per_page": ("<=", 1.0, "seconds per page: total time grows at most linearly"),
     "worker_mib": ("<=", 2.0, "Python process + Playwright driver peak (500 vs 50: within 2x)"),
@@ -108,11 +110,9 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
         axis.set_xlabel("pages")
         axis.set_xticks(pages, [str(p) for p in pages])
     params = report["parameters"]
-    figure.suptitle(
+    reporting.save_figure(
+        figure,
+        path,
         f"month-end statement, 1 browser, {params['cpu_count']} CPUs, "
-        f"load {params['load_before'][0]} -> {params['load_after'][0]}"
+        f"load {params['load_before'][0]} -> {params['load_after'][0]}",
     )
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)

@@ -183,6 +183,17 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def save_figure(figure: Any, path: Path, title: str) -> None:
+    """A benchmark's plot, titled, to a PNG at ``path`` (its folder made), and closed."""
+    import matplotlib.pyplot as plt
+
+    figure.suptitle(title)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def plot(report: Report, path: Path) -> None:
     """Bars of PDFs/s per strategy, and p50/p95 latency per strategy, to a PNG."""
     import matplotlib
@@ -220,12 +231,10 @@ def plot(report: Report, path: Path) -> None:
     for axis in (left, right):
         axis.tick_params(axis="x", labelrotation=20)
     params = report["parameters"]
-    figure.suptitle(
+    save_figure(
+        figure,
+        path,
         f"pool {params['pool_size']}, {params['jobs']} documents/strategy, "
         f"{params['cpu_count']} CPUs, Chromium {params['chromium']}, "
-        f"load {params['load_before'][0]} -> {params['load_after'][0]}"
+        f"load {params['load_before'][0]} -> {params['load_after'][0]}",
     )
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)

@@ -265,16 +265,14 @@ def plot(report: Report, path: Path) -> None:
         for name, about in params["gotenberg"]["sides"].items()
         if about["status"] == "ran" and about["chromium_path"]
     )
-    figure.suptitle(
+    reporting.save_figure(
+        figure,
+        path,
         f"reportfarm vs Gotenberg {params['gotenberg']['version']}: concurrency "
         f"{params['pool_size']}, {params['jobs']} documents/side, {params['cores']} shared cores, "
         f"load {params['load_before'][0]} -> {params['load_after'][0]}\n"
-        f"ours: {Path(params['chromium_path']).name}; {chromiums}"
+        f"ours: {Path(params['chromium_path']).name}; {chromiums}",
     )
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def _divide(top: float | None, bottom: float | None, *, digits: int = 2) -> float | None:
