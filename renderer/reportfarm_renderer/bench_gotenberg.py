@@ -382,10 +382,7 @@ def _end_to_end(
 ) -> dict[str, Any]:
     """The throughput chunks' jobs; latency: the worker's, taking a job to its PDF stored; CPU:
     the renderer process's tree (Python, its driver, its Chromiums) while they ran."""
-    spent = [
-        sum(r.stages_ms.get(stage, 0.0) for stage in end_to_end.STAGES) / 1000
-        for r in result.throughput
-    ]
+    spent = [end_to_end.worker_side_s(record) for record in result.throughput]
     return versus.side(
         pdf_per_s=result.pdf_per_s,
         p50_ms=(quantile(spent, 0.50) or 0.0) * 1000,

@@ -33,7 +33,6 @@ from reportfarm_renderer.benchmarking import cpu, end_to_end, footprint, pod, re
 from reportfarm_renderer.benchmarking import documents as documenting
 
 Report = dict[str, Any]
-SEED = 20261203
 TARGET = 0.95
 """End to end against the ceiling, on the pod's cores (issue #14)."""
 POD_COMPONENTS = ("chromium", "driver", "python")
@@ -113,7 +112,7 @@ async def run(*, jobs: int, pool_size: int, pod_cpus: int | None, console: Conso
             end_to_end.running_process(
                 documents,
                 pool_size=pool_size,
-                rng=random.Random(SEED),
+                rng=random.Random(bench.SEED),
                 log=Path(scratch, "worker.log"),
                 cpus=pod_set,
             ) as farm,
@@ -129,24 +128,22 @@ async def run(*, jobs: int, pool_size: int, pod_cpus: int | None, console: Conso
                 for name in ("ceiling", "end_to_end")[:: 1 if index % 2 == 0 else -1]:
                     side = sides[name]
                     root = ceiling.process.pid if name == "ceiling" else worker.pid
-                    before, before_outside, before_client = (
-                        cpu.sample(root),
-                        cpu.sample(),
-                        time.process_time(),
-                    )
+                    before = cpu.sample(root)
                     if name == "ceiling":
                         answer = await ceiling.chunk(offset, count)
                         side.wall_s += answer["wall_s"]
                         side.latencies_s += answer["latencies_s"]
                         side.valid += answer["valid"]
                         side.invalid += answer["invalid"]
-                    else:
+                    else:  # the client and Azurite, outside the pod, too
+                        before_outside, before_client = cpu.sample(), time.process_time()
                         seen = len(farm.result.throughput)
                         span = farm.result.throughput_span_s
                         await farm.throughput(count, offset=offset)
                         side.wall_s += farm.result.throughput_span_s - span
                         side.latencies_s += [
-                            _worker_side(record) for record in farm.result.throughput[seen:]
+                            end_to_end.worker_side_s(record)
+                            for record in farm.result.throughput[seen:]
                         ]
                         client_s += time.process_time() - before_client
                         cpu.add(outside, cpu.spent(before_outside, cpu.sample()))
@@ -193,10 +190,6 @@ def _rounds(jobs: int) -> list[int]:
     """About 20 documents a side in each round."""
     count = max(1, round(jobs / 20))
     return [jobs // count + (1 if index < jobs % count else 0) for index in range(count)]
-
-
-def _worker_side(record: Any) -> float:
-    return float(sum(record.stages_ms.get(stage, 0.0) for stage in end_to_end.STAGES) / 1000)
 
 
 def _divide(top: float, bottom: float) -> float | None:

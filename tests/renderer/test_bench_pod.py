@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer.benchmarking import pod
+from reportfarm_renderer.benchmarking import end_to_end, pod
 
 TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to split")
 
@@ -81,3 +81,20 @@ def test_bad_options_are_refused_before_anything_starts() -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "--pod-cpus must be 1 to" in done.stderr or "at least 2 CPUs" in done.stderr
+
+
+def test_the_renderer_process_keeps_no_local_setting_but_the_chromium_binary() -> None:
+    local = {
+        "PATH": "/usr/bin",
+        "REPORTFARM_RECYCLE_AFTER_JOBS": "1",  # left in a shell: would skew the figures
+        "REPORTFARM_POOL_SIZE": "9",
+        "REPORTFARM_CHROMIUM_PATH": "/opt/chromium",
+        "AZURE_STORAGE_ACCOUNT_URL": "https://someone.blob.core.windows.net",
+    }
+    env = end_to_end.worker_environment(
+        "UseDevelopmentStorage=true", pool_size=2, port=1234, base=local
+    )
+    assert env["PATH"] == "/usr/bin" and env["REPORTFARM_CHROMIUM_PATH"] == "/opt/chromium"
+    assert "REPORTFARM_RECYCLE_AFTER_JOBS" not in env and "AZURE_STORAGE_ACCOUNT_URL" not in env
+    assert env["REPORTFARM_POOL_SIZE"] == "2" and env["REPORTFARM_PORT"] == "1234"
+    assert env["AZURE_STORAGE_CONNECTION_STRING"] == "UseDevelopmentStorage=true"

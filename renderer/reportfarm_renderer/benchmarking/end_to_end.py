@@ -30,7 +30,7 @@ import random
 import signal
 import statistics
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,6 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reportfarm import azurite, contract, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.quantiles import quantile
+from reportfarm.settings import CONNECTION_STRING_VAR
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, pod
 from reportfarm_renderer.benchmarking.documents import Document
@@ -281,20 +282,12 @@ async def worker_process(
     """``reportfarm worker`` with the production settings but storage, the example templates and
     ``pool_size`` browsers, its output in ``log``; pinned to ``cpus`` when given
     (:func:`.pod.pinned`); stopped with SIGTERM (drained) on exit."""
-    environment = {
-        **os.environ,
-        "AZURE_STORAGE_CONNECTION_STRING": connection,
-        "REPORTFARM_QUEUE": QUEUE,
-        "REPORTFARM_CONTAINER": CONTAINER,
-        "REPORTFARM_TEMPLATES": str(documenting.TEMPLATES),
-        "REPORTFARM_POOL_SIZE": str(pool_size),
-        "REPORTFARM_PORT": str(port := azurite.free_port()),
-        "REPORTFARM_LOG_FORMAT": "json",
-    }
-    command = ["-m", "reportfarm.cli", "worker"]
+    port = azurite.free_port()
+    environment = worker_environment(connection, pool_size=pool_size, port=port)
+    module, args = "reportfarm.cli", ("worker",)
     with log.open("ab") as output:
         process = await asyncio.create_subprocess_exec(
-            *(pod.pinned(cpus, *command[1:]) if cpus else [sys.executable, *command]),
+            *(pod.pinned(cpus, module, *args) if cpus else [sys.executable, "-m", module, *args]),
             env=environment,
             stdout=output,
             stderr=output,
@@ -304,6 +297,35 @@ async def worker_process(
         yield Worker(process, log, port)
     finally:
         await stop(process)
+
+
+def worker_environment(
+    connection: str, *, pool_size: int, port: int, base: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The renderer process's environment: ``base`` without any ``REPORTFARM_*`` setting but the
+    Chromium binary (as the in-process strategies read it) and without another storage account,
+    so a variable left in a shell cannot skew the figures; then the benchmark's own settings."""
+    kept = {
+        name: value
+        for name, value in base.items()
+        if name == renderer_api.Var.CHROMIUM_PATH
+        or not (name.startswith("REPORTFARM_") or name.startswith("AZURE_STORAGE_"))
+    }
+    return {
+        **kept,
+        CONNECTION_STRING_VAR: connection,
+        "REPORTFARM_QUEUE": QUEUE,
+        "REPORTFARM_CONTAINER": CONTAINER,
+        "REPORTFARM_TEMPLATES": str(documenting.TEMPLATES),
+        "REPORTFARM_POOL_SIZE": str(pool_size),
+        "REPORTFARM_PORT": str(port),
+        "REPORTFARM_LOG_FORMAT": "json",
+    }
+
+
+def worker_side_s(record: contract.ResultRecord) -> float:
+    """The worker's time for a job, from taking it to its PDF stored: its stages' sum."""
+    return sum(record.stages_ms.get(stage, 0.0) for stage in STAGES) / 1000
 
 
 async def stop(process: asyncio.subprocess.Process, *, grace_s: float = 60.0) -> None:
@@ -325,8 +347,7 @@ def _latency(record: contract.ResultRecord) -> float:
 
 def _started_at(record: contract.ResultRecord) -> float:
     """When the runner took the job: its finish less the time of its stages."""
-    spent = sum(record.stages_ms.get(stage, 0.0) for stage in STAGES) / 1000
-    return (record.finished_at or 0.0) - spent
+    return (record.finished_at or 0.0) - worker_side_s(record)
 
 
 def _queue_wait(record: contract.ResultRecord) -> float:

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from reportfarm import loops
+from reportfarm import loops, renderer_api
 from reportfarm_renderer import browser
 from reportfarm_renderer.benchmarking import documents as documenting
 from reportfarm_renderer.benchmarking import measuring, strategies
@@ -67,7 +67,7 @@ def affinity(pid: int) -> set[int] | None:
 async def _ceiling(pool_size: int) -> None:
     """Serve chunks on stdin: warm pages, the production shape, pre-rendered HTML."""
     catalog, documents = documenting.load()
-    chromium_path = os.environ.get("REPORTFARM_CHROMIUM_PATH") or None
+    chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
     settings = documenting.settings(pool_size=pool_size, chromium_path=chromium_path)
     async with browser.ChromiumLauncher(executable_path=chromium_path) as launcher:
         lab = strategies.Lab(launcher, catalog=catalog, settings=settings)
