@@ -104,6 +104,10 @@ class PoolSpec:
     busy_smoothing_s: float = 20.0
     """Time constant of the moving average of busy browsers (the steady concurrency), so that
     arrival noise does not move the pool; the waiting backlog is never smoothed."""
+    full_pools: bool = True
+    """Running pods run every browser that fits: a pod costs the same with 1 or all of them, and
+    a browser already up takes a job at once, where a resize takes a tick and a Chromium start.
+    False: the pools inside the floor pods follow the need (fewer idle Chromiums, slower)."""
     tolerance: float = 0.3
     """Relative band under the current capacity in which nothing shrinks: a shrink keeps the need
     plus this share (and one spare browser). Growth is never delayed. 0.3 sits on the frontier
@@ -171,6 +175,9 @@ class Observation:
     """Recent mean render time from the renderers' metrics; None if unknown (no renders yet)."""
     interactive_depth: int | None = None
     """The part of ``queue_depth`` on the interactive lane, if the lanes were read apart."""
+    completed: int | None = None
+    """Renders completed since the previous observation (the renderers' counters); None if
+    unknown: then ``busy_browsers / render_s`` per second stands in for it."""
 
     @property
     def queue_readable(self) -> bool:
@@ -200,6 +207,9 @@ class State:
     """The last render time the renderers reported (used while they cannot be read)."""
     depth: int | None = None
     """The queue depth at the last decision (for its trend while blind)."""
+    trend: tuple[tuple[float, float], ...] = ()
+    """(time, the depth's growth in jobs/s) of the recent decisions, ``busy_smoothing_s`` long:
+    a growth seen at every one of them is sustained (a higher arrival rate), not a batch."""
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-ready dict (camelCase keys, as Kubernetes status fields)."""
@@ -213,6 +223,7 @@ class State:
             "decidedAt": self.decided_at,
             "renderSeconds": self.render_s,
             "depth": self.depth,
+            "trend": [{"at": at, "growth": growth} for at, growth in self.trend],
         }
 
     @classmethod
@@ -242,6 +253,9 @@ class State:
             decided_at=number("decidedAt"),
             render_s=number("renderSeconds"),
             depth=integer("depth"),
+            trend=tuple(
+                (float(item["at"]), float(item["growth"])) for item in data.get("trend") or ()
+            ),
         )
 
 
@@ -353,16 +367,28 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     has_work = (depth or 0) > 0 or busy > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
     render_s = observation.mean_render_s or state.render_s
-    average = _steady_average(observation, spec, state=state, render_s=render_s)
-    growth = 0.0  # the depth's trend (jobs/s), for the blind estimate
+    growth, elapsed = 0.0, None  # the depth's trend (jobs/s)
     if depth is not None and state.depth is not None and state.decided_at is not None:
-        growth = (depth - state.depth) / max(1.0, now - state.decided_at)
+        elapsed = max(1.0, now - state.decided_at)
+        growth = (depth - state.depth) / elapsed
+    trend = state.trend
+    if depth is not None:
+        trend = _remember_trend(trend, now=now, growth=growth, span=spec.busy_smoothing_s)
+    arrivals = _arrival_concurrency(
+        observation,
+        growth=growth,
+        sustained=min(g for _, g in trend) if trend else 0.0,
+        render_s=render_s or spec.default_render_s,
+        elapsed=elapsed,
+    )
+    average = _steady_average(observation, spec, state=state, render_s=render_s, arrivals=arrivals)
     state = dataclasses.replace(
         state,
         last_work_at=last_work_at,
         busy_average=average,
         render_s=render_s,
         depth=state.depth if depth is None else depth,
+        trend=trend,
     )
 
     if depth is None:  # keep the size: never shrink (or zero) on an error
@@ -409,7 +435,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         replicas, bpp = 0, min(max(cur_bpp, spec.fewest_browsers), spec.browsers_that_fit)
         message = f"no work for {idle_for:.0f}s: zero pods"
     elif up[0] == 0:  # min_replicas == 0, but not idle for long enough: keep one pod warm
-        replicas, bpp = 1, spec.fewest_browsers
+        replicas, bpp = 1, _shape(1, spec=spec)[1]
         reason = _reason(replicas=1, bpp=bpp, cur_replicas=cur_replicas, cur_bpp=cur_bpp)
         reason = Reason.WAITING_FOR_IDLE if reason is Reason.STEADY else reason
         message = f"no work for {idle_for:.0f}s of {spec.scale_to_zero_idle_s:.0f}s: one pod warm"
@@ -418,6 +444,12 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         message = f"{observation.queue_depth} queued: waking to {replicas} pods x {bpp} browsers"
     elif up > current or down < current or not _fits(current, spec=spec):
         replicas, bpp = down if down < current and _fits(current, spec=spec) else up
+        starting = cur_replicas - observation.ready_replicas
+        if replicas < cur_replicas and starting > 0 and _still_needed(
+            observation, spec, held=held, render_s=render_s
+        ):  # never cancel a starting pod while the backlog it was started for still waits
+            replicas = max(replicas, min(cur_replicas, spec.max_replicas))
+            bpp = max(bpp, _shape(need, spec=spec)[1])
         reason = _reason(replicas=replicas, bpp=bpp, cur_replicas=cur_replicas, cur_bpp=cur_bpp)
         message = (
             f"need {need} browsers ({held} steady + {backlog} for the backlog; queue {depth},"
@@ -444,18 +476,68 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
 
 
 def _steady_average(
-    observation: Observation, spec: PoolSpec, *, state: State, render_s: float | None
+    observation: Observation,
+    spec: PoolSpec,
+    *,
+    state: State,
+    render_s: float | None,
+    arrivals: float | None,
 ) -> float | None:
-    """The moving average of busy browsers, the steady concurrency. Held while blind, and while
-    the queue holds a backlog: then the browsers are busy draining it, which is not a rate."""
+    """The moving average of the steady concurrency: the busy browsers while no backlog waits.
+    While a backlog waits, the browsers are busy draining it, which is not a rate: the sample is
+    then the arrival stream's concurrency (``_arrival_concurrency``). Held while blind."""
     busy = observation.busy_browsers
-    if busy is None:
+    if busy is None or arrivals is None:
         return state.busy_average
     waiting = max(0, (observation.queue_depth or 0) - busy)
     backlogged = waiting * (render_s or spec.default_render_s) > spec.target_wait_s
-    if backlogged and state.busy_average is not None:
-        return state.busy_average
-    return _average(state, now=observation.now, busy=busy, span=spec.busy_smoothing_s)
+    sample = arrivals if backlogged else float(busy)
+    return _average(state, now=observation.now, busy=sample, span=spec.busy_smoothing_s)
+
+
+def _arrival_concurrency(
+    observation: Observation,
+    *,
+    growth: float,
+    sustained: float,
+    render_s: float,
+    elapsed: float | None,
+) -> float | None:
+    """
+    The arrival stream's concurrency (arrivals/s x render time), observable during a backlog:
+    the completions per second plus the depth's growth. Only the growth sustained over the whole
+    trend (``sustained``, the smallest recent growth) counts as a rate: a batch that lands in a
+    few seconds is a backlog, which the backlog part drains. Completions are the renderers'
+    counters when known, else ``busy / render_s`` per second (Little's law). None while blind.
+    """
+    busy = observation.busy_browsers
+    if busy is None:
+        return None
+    if observation.completed is not None and elapsed is not None:
+        done = observation.completed / elapsed
+    else:
+        done = busy / render_s
+    rise = max(0.0, sustained) if growth > 0 else max(growth, -busy / render_s)
+    return max(0.0, (done + rise) * render_s)
+
+
+def _remember_trend(
+    trend: tuple[tuple[float, float], ...], *, now: float, growth: float, span: float
+) -> tuple[tuple[float, float], ...]:
+    """The recent (time, growth) samples, ``span`` seconds of them, and this one."""
+    kept = tuple((at, g) for at, g in trend if now - span < at < now)
+    return (*kept, (now, growth))
+
+
+def _still_needed(
+    observation: Observation, spec: PoolSpec, *, held: int, render_s: float | None
+) -> bool:
+    """Whether the waiting backlog is more than the ready pods (full pools, less the steady
+    need) drain within the accepted wait: then the pods still starting are still needed."""
+    depth, busy = observation.queue_depth or 0, observation.busy_browsers or 0
+    waiting = max(0, depth - busy)
+    spare = max(0, observation.ready_replicas * spec.browsers_that_fit - held)
+    return waiting * (render_s or spec.default_render_s) > spare * spec.target_wait_s
 
 
 def _worth_starting(backlog: int, *, surge: int, held: int, ready: int, spec: PoolSpec) -> int:
@@ -497,16 +579,17 @@ def _shape(need: int, *, spec: PoolSpec) -> tuple[int, int]:
     """
     Browsers -> (replicas, browsers per pod), both non-decreasing in the need.
 
-    The fewest pods that hold the need. Up to the floor (``max(min_replicas, 1)`` pods) the pool
-    inside the pods follows the need (the cheap dimension, seconds, no cold start); past it, pods
-    run full pools: a pod costs the same with 1 or ``browsers_that_fit`` browsers, the spare ones
-    are free headroom, and full pods keep the pool size from see-sawing as pods come and go.
+    The fewest pods that hold the need, running full pools (``full_pools``, the default): a pod
+    costs the same with 1 or ``browsers_that_fit`` browsers, the spare ones are free headroom
+    that takes a job without waiting for a resize, and full pods keep the pool size from
+    see-sawing as pods come and go. Without ``full_pools``, up to the floor
+    (``max(min_replicas, 1)`` pods) the pool inside the pods follows the need.
     """
     fit = spec.browsers_that_fit
     replicas = min(spec.max_replicas, max(spec.min_replicas, math.ceil(need / fit)))
     if replicas == 0:
         return 0, spec.fewest_browsers
-    if replicas > max(spec.min_replicas, 1):
+    if replicas > max(spec.min_replicas, 1) or spec.full_pools:
         return replicas, fit
     return replicas, min(fit, max(spec.fewest_browsers, math.ceil(need / replicas)))
 

@@ -18,6 +18,7 @@ from reportfarm.simulate import (
     reporting,
     running,
     scoring,
+    suite,
     traces,
     workload,
 )
@@ -80,6 +81,18 @@ def parser() -> argparse.ArgumentParser:
         "--plot writes the frontiers",
     )
     p.add_argument(
+        "--suite",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N generated load shapes (bursts, small bursts, sustained jumps, ramps, cliffs, "
+        "wakes, waves, trickles, heavy tails) against tuned and tuned-120, loop phases redrawn "
+        "--phases times; per shape the ratios and the bar; --plot draws their distribution",
+    )
+    p.add_argument(
+        "--phases", type=int, default=3, metavar="K", help="loop-phase draws per case (3)"
+    )
+    p.add_argument(
         "--traces",
         default="burst,month-end,month-end-dense",
         metavar="A,B",
@@ -129,6 +142,8 @@ def scenario_from(args: argparse.Namespace) -> running.Scenario:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.suite is not None:
+        return run_suite(args)
     if args.check or args.frontier:
         return many(args)
     try:
@@ -184,3 +199,23 @@ def many(args: argparse.Namespace) -> int:
     else:
         reporting.print_frontiers(Console(), frontier.document(points))
     return 0
+
+
+def run_suite(args: argparse.Namespace) -> int:
+    """``--suite N``: the generated shapes; exits 1 if a case misses the bar."""
+    if args.suite < 1 or args.phases < 1:
+        print("reportfarm simulate: --suite and --phases need a count >= 1", file=sys.stderr)
+        return 2
+    rows = suite.run(
+        args.suite,
+        scenario=scenario_from(args),
+        phases=args.phases,
+        progress=Console(stderr=True).log,
+    )
+    if args.plot is not None:
+        plotting.plot_suite(rows, path=args.plot)
+    if args.json:
+        print(json.dumps({"cases": rows, "by_shape": suite.by_shape(rows)}, indent=2))
+    else:
+        reporting.print_suite(Console(), rows)
+    return 0 if all(row["met"] for row in rows) else 1

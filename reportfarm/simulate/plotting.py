@@ -91,3 +91,45 @@ def plot_frontiers(points_by_trace: dict[str, list[Any]], *, path: pathlib.Path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
+
+
+def plot_suite(rows: list[dict[str, Any]], *, path: pathlib.Path) -> None:
+    """Each case a dot: our p95 wait and pod-seconds over the better / cheaper tuned preset's,
+    coloured by shape; the bar's lines (1.1x wait, 1x cost). Cases where both waits are under
+    1 s are drawn hollow (a tie on wait)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axis = pyplot.subplots(figsize=(9, 6.5), constrained_layout=True)
+    shapes_seen = sorted({row["shape"] for row in rows})
+    cmap = pyplot.get_cmap("tab10")
+    for number, shape in enumerate(shapes_seen):
+        mine = [r for r in rows if r["shape"] == shape and r["p95_ratio"] and r["cost_ratio"]]
+        for hollow in (False, True):
+            picked = [r for r in mine if r["both_fast"] is hollow]
+            if not picked:
+                continue
+            axis.scatter(
+                [r["cost_ratio"] for r in picked],
+                [max(r["p95_ratio"], 0.01) for r in picked],
+                s=22,
+                label=None if hollow else shape,
+                facecolors="none" if hollow else cmap(number),
+                edgecolors=cmap(number),
+                alpha=0.8,
+            )
+    axis.axhline(1.1, color="grey", linestyle="--", linewidth=0.8)
+    axis.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    axis.set_yscale("log")
+    axis.set_xlabel("our pod-seconds / the cheaper tuned preset's")
+    axis.set_ylabel("our p95 wait / the better tuned preset's (log)")
+    axis.set_title(
+        f"{len(rows)} generated cases; the bar: below 1.1 and left of 1.0 (hollow: both p95 < 1 s)"
+    )
+    axis.grid(alpha=0.3)
+    axis.legend(loc="upper right", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)

@@ -168,3 +168,45 @@ def print_frontiers(console: Console, document: dict[str, Any]) -> None:
                     side, f"{point['p95_wait_s']:.2f}", f"{point['pod_seconds']:,.0f}", knobs
                 )
         console.print(table)
+
+
+def print_suite(console: Console, rows: list[dict[str, Any]]) -> None:
+    """``--suite``: per shape, the cases that meet the bar and the ratios' median and worst."""
+    from reportfarm.simulate import suite
+
+    table = Table(
+        box=box.SIMPLE_HEAVY,
+        title="ours vs the better / cheaper of KEDA tuned (60 s) and tuned-120, per case the mean "
+        "of the phase draws",
+    )
+    columns = ("shape", "cases", "met", "wait ok", "cost ok", "p95 ratio med / worst")
+    for column in (*columns, "pod-s ratio med / worst", "reversals ours / tuned"):
+        table.add_column(column, justify="left" if column == "shape" else "right")
+    for shape, entry in suite.by_shape(rows).items():
+
+        def pair(key: str) -> str:
+            median, worst = entry[f"{key}_median"], entry[f"{key}_worst"]
+            return "-" if median is None else f"{median:.2f} / {worst:.2f}"
+
+        table.add_row(
+            shape,
+            str(entry["cases"]),
+            str(entry["met"]),
+            str(entry["wait_met"]),
+            str(entry["cost_met"]),
+            pair("p95_ratio"),
+            pair("cost_ratio"),
+            f"{entry['reversals_ours']:.1f} / {entry['reversals_tuned']:.1f}",
+        )
+    console.print(table)
+    missed = [row for row in rows if not row["met"]]
+    console.print(f"{len(rows) - len(missed)} of {len(rows)} cases meet the bar")
+    for row in missed:
+        means = row["mean"]
+        failed = ", ".join(name for name, ok in row["checks"].items() if not ok)
+        waits = " / ".join(f"{means[side]['p95_wait_s']:.2f}" for side in suite.SIDES)
+        costs = " / ".join(f"{means[side]['pod_seconds']:,.0f}" for side in suite.SIDES)
+        console.print(
+            f"  case {row['index']} {row['shape']} ({row['description']}): {failed}; p95 "
+            f"{waits} s, pod-s {costs} (ours / tuned / tuned-120)"
+        )

@@ -42,6 +42,9 @@ class Scenario:
     max_tail_s: int = 3600
     """After the trace: run until the queue is empty and no pod is left, at most this long."""
     seed: int = 0
+    phase_seed: int | None = None
+    """Seeds the controllers' loop phases (and the ReplicaSet's random ties) apart from the jobs:
+    the same jobs replayed with the loops redrawn. None: ``seed``."""
 
 
 class Controller(Protocol):
@@ -81,7 +84,8 @@ def keda_settings(scenario: Scenario) -> baseline.KedaHpaSettings:
 
 def controllers(scenario: Scenario) -> list[Controller]:
     """Ours and the baseline, each loop's phase drawn from the seed."""
-    rng = random.Random(f"phase:{scenario.seed}")
+    phases = scenario.seed if scenario.phase_seed is None else scenario.phase_seed
+    rng = random.Random(f"phase:{phases}")
     settings = keda_settings(scenario)
     return [
         ours.PolicyController(
@@ -92,7 +96,7 @@ def controllers(scenario: Scenario) -> list[Controller]:
         ),
         baseline.KedaHpaController(
             settings=settings,
-            rng=random.Random(f"victims:{scenario.seed}"),
+            rng=random.Random(f"victims:{phases}"),
             poll_phase_s=rng.uniform(0, settings.polling_s),
             sync_phase_s=rng.uniform(0, settings.sync_s),
         ),

@@ -42,7 +42,7 @@ class Trace:
         return sum(self.arrivals)
 
 
-def _poisson(rng: random.Random, rate: float) -> int:
+def poisson(rng: random.Random, rate: float) -> int:
     """A Poisson draw (Knuth for small rates, a rounded normal for large ones)."""
     if rate <= 0:
         return 0
@@ -55,7 +55,7 @@ def _poisson(rng: random.Random, rate: float) -> int:
     return k
 
 
-def _spread(counts: list[int], *, at: int, jobs: int, over_s: int) -> None:
+def spread(counts: list[int], *, at: int, jobs: int, over_s: int) -> None:
     """A batch submission: ``jobs`` jobs spread evenly over ``over_s`` seconds from ``at``."""
     for i in range(over_s):
         if 0 <= at + i < len(counts):
@@ -63,14 +63,14 @@ def _spread(counts: list[int], *, at: int, jobs: int, over_s: int) -> None:
 
 
 def steady(rng: random.Random) -> Trace:
-    counts = [_poisson(rng, 6.0) for _ in range(1800)]
+    counts = [poisson(rng, 6.0) for _ in range(1800)]
     return Trace(name="steady", arrivals=tuple(counts), description="30 min, Poisson 6 jobs/s")
 
 
 def burst(rng: random.Random) -> Trace:
-    counts = [_poisson(rng, 1.0) for _ in range(3600)]
+    counts = [poisson(rng, 1.0) for _ in range(3600)]
     for at in (420, 1330, 2050, 2890):
-        _spread(counts, at=at, jobs=1500, over_s=10)
+        spread(counts, at=at, jobs=1500, over_s=10)
     return Trace(
         name="burst",
         arrivals=tuple(counts),
@@ -92,7 +92,7 @@ def _batches(
     while t < until:
         ramp = t / until
         size = rng.lognormvariate(math.log(median[0] + (median[1] - median[0]) * ramp), 0.5)
-        _spread(counts, at=int(t), jobs=round(size), over_s=rng.randint(10, 60))
+        spread(counts, at=int(t), jobs=round(size), over_s=rng.randint(10, 60))
         t += rng.expovariate(1 / (gap_s[0] + (gap_s[1] - gap_s[0]) * ramp))
 
 
@@ -103,7 +103,7 @@ def _ramp_to_close(rng: random.Random, *, duration: int, close: int, peak: float
         rate = (
             1 + (peak - 1) * t / close if t < close else max(1.0, peak - (t - close) / 600 * peak)
         )
-        counts.append(_poisson(rng, rate))
+        counts.append(poisson(rng, rate))
     return counts
 
 
@@ -137,7 +137,7 @@ def diurnal(rng: random.Random) -> Trace:
         hour = t / 3600
         day = max(0.0, math.sin(math.pi * (hour - 7) / 12)) if 7 <= hour <= 19 else 0.0
         dip = 0.6 if 12 <= hour < 13 else 1.0
-        counts.append(_poisson(rng, 0.02 + 10.0 * day**1.5 * dip))
+        counts.append(poisson(rng, 0.02 + 10.0 * day**1.5 * dip))
     return Trace(
         name="diurnal",
         arrivals=tuple(counts),

@@ -25,10 +25,21 @@ class RenderTimes:
     """Lognormal shape: 0.6 gives a mean ~1.2x the median and a p99 ~4x the median."""
     max_s: float = 60.0
     """Renders are cut at this time (the renderer's job timeout)."""
+    tail_share: float = 0.0
+    """A heavy tail: this share of the jobs takes ``tail_s`` (uniform) instead."""
+    tail_s: tuple[float, float] = (20.0, 60.0)
+    """The heavy tail's render times."""
 
     @property
     def mean_s(self) -> float:
-        return min(self.max_s, self.median_s * math.exp(self.sigma**2 / 2))
+        body = min(self.max_s, self.median_s * math.exp(self.sigma**2 / 2))
+        return (1 - self.tail_share) * body + self.tail_share * sum(self.tail_s) / 2
+
+    def draw(self, rng: random.Random) -> float:
+        """One job's render time (no extra draw without a tail: old seeds replay as before)."""
+        if self.tail_share > 0 and rng.random() < self.tail_share:
+            return min(self.max_s, rng.uniform(*self.tail_s))
+        return min(self.max_s, rng.lognormvariate(math.log(self.median_s), self.sigma))
 
 
 class Job:
@@ -55,14 +66,8 @@ class Job:
 def make_jobs(trace: traces.Trace, *, render: RenderTimes, seed: int) -> list[list[Job]]:
     """Fresh jobs per second of the trace (the same for the same seed)."""
     rng = random.Random(f"jobs:{trace.name}:{seed}")
-    mu = math.log(render.median_s)
     per_second: list[list[Job]] = []
     for second, count in enumerate(trace.arrivals):
         arrivals = sorted(second + rng.random() for _ in range(count))
-        per_second.append(
-            [
-                Job(arrival=at, render_s=min(render.max_s, rng.lognormvariate(mu, render.sigma)))
-                for at in arrivals
-            ]
-        )
+        per_second.append([Job(arrival=at, render_s=render.draw(rng)) for at in arrivals])
     return per_second

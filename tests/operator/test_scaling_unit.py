@@ -503,8 +503,8 @@ async def test_a_missing_deployment_is_recreated_and_the_tick_skipped() -> None:
 
 async def test_steady_ticks_keep_condition_transition_times() -> None:
     kube = cluster(1, pod("a"))
-    loads = {"a": observing.PodLoad(size=1, busy=0)}
-    status = remembered(replicas=1, browsers_per_pod=1, decided_at=NOW - 5, busy_average=0.0)
+    loads = {"a": observing.PodLoad(size=4, busy=0)}  # full pools: 2 CPU / 0.5 per browser
+    status = remembered(replicas=1, browsers_per_pod=4, decided_at=NOW - 5, busy_average=0.0)
     first = await tick(
         body(status, replicas={"min": 1, "max": 5}), kube, FakeObserver(depth=0, loads=loads)
     )

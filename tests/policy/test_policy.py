@@ -19,6 +19,7 @@ NOW = 10_000.0
 # pods ready at once: need = busy + ceil(waiting / 10). 2 CPU / 0.5 CPU -> 4 browsers fit a pod.
 EXACT: dict[str, Any] = dict(
     pod_start_s=0.0,
+    full_pools=False,
     tolerance=0.1,
     target_utilization=1.0,
     busy_smoothing_s=0.0,
