@@ -104,6 +104,10 @@ class PoolSpec:
     busy_smoothing_s: float = 20.0
     """Time constant of the moving average of busy browsers (the steady concurrency), so that
     arrival noise does not move the pool; the waiting backlog is never smoothed."""
+    sustained_s: float = 60.0
+    """A depth growth seen at every decision for this long is an arrival rate (a sustained jump),
+    not a batch being submitted (batches land within seconds to a minute): only then does it
+    raise the steady estimate."""
     full_pools: bool = True
     """Running pods run every browser that fits: a pod costs the same with 1 or all of them, and
     a browser already up takes a job at once, where a resize takes a tick and a Chromium start.
@@ -141,7 +145,7 @@ class PoolSpec:
         if self.blind_tolerance < 0:
             raise ValueError("blind_tolerance must be >= 0")
         windows = (self.scale_down_stabilization_s, self.scale_to_zero_idle_s)
-        if min(*windows, self.busy_smoothing_s) < 0:
+        if min(*windows, self.busy_smoothing_s, self.sustained_s) < 0:
             raise ValueError("windows and smoothing must be >= 0")
 
     @property
@@ -208,7 +212,7 @@ class State:
     depth: int | None = None
     """The queue depth at the last decision (for its trend while blind)."""
     trend: tuple[tuple[float, float], ...] = ()
-    """(time, the depth's growth in jobs/s) of the recent decisions, ``busy_smoothing_s`` long:
+    """(time, the depth's growth in jobs/s) of the recent decisions, ``sustained_s`` long:
     a growth seen at every one of them is sustained (a higher arrival rate), not a batch."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -373,7 +377,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         growth = (depth - state.depth) / elapsed
     trend = state.trend
     if depth is not None:
-        trend = _remember_trend(trend, now=now, growth=growth, span=spec.busy_smoothing_s)
+        trend = _remember_trend(trend, now=now, growth=growth, span=spec.sustained_s)
     arrivals = _arrival_concurrency(
         observation,
         growth=growth,

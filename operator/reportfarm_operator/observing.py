@@ -64,6 +64,8 @@ class PodLoad:
     """Their total render time."""
     lifetime_renders: float = 0.0
     lifetime_render_seconds: float = 0.0
+    first_reading: bool = False
+    """No previous reading of this pod: ``renders`` is its lifetime count, not the interval's."""
 
 
 def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
@@ -184,6 +186,7 @@ class Observer:
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             logger.debug("renderer %s did not answer /metrics: %s", ip, error)
             return short_reason(error)
+        first = uid not in self._previous
         last_count, last_seconds, _ = self._previous.get(uid, (0.0, 0.0, now))
         if count < last_count:  # the renderer restarted: its counters too
             last_count, last_seconds = 0.0, 0.0
@@ -195,6 +198,7 @@ class Observer:
             render_seconds=seconds - last_seconds,
             lifetime_renders=count,
             lifetime_render_seconds=seconds,
+            first_reading=first,
         )
 
     async def resize(self, ip: str, size: int, *, token: str | None) -> str | None:

@@ -59,6 +59,10 @@ def observe(
     sizes = [load.size for load in answered]
     blind = any(not isinstance(loads.get(pod.name), observing.PodLoad) for pod in ready)
     busy = None if blind else sum(load.busy for load in answered)
+    # Renders completed since the previous tick (the arrival rate during a backlog); unknown
+    # while blind or when a pod is read for the first time (its count is its lifetime's).
+    fresh = any(load.first_reading for load in answered)
+    completed = None if blind or fresh else round(sum(load.renders for load in answered))
     return policy.Observation(
         now=now,
         queue_depth=reading.depth,
@@ -69,6 +73,7 @@ def observe(
             {name: load for name, load in loads.items() if isinstance(load, observing.PodLoad)}
         ),
         interactive_depth=reading.interactive_depth,
+        completed=completed,
     )
 
 

@@ -92,6 +92,9 @@ class Farm:
         self._seq = itertools.count()
         self._names = itertools.count()
         self._renders: collections.deque[tuple[float, float]] = collections.deque()
+        self._ends: list[tuple[float, float]] = []  # a heap of (end, render) not yet read
+        self.lifetime = (0, 0.0)
+        """(renders, render seconds) completed and read, as the renderers' counters."""
 
     # What the controllers observe.
     @property
@@ -118,6 +121,20 @@ class Farm:
         if not self._renders:
             return None
         return sum(render for _, render in self._renders) / len(self._renders)
+
+    def busy_seen(self, now: float) -> int:
+        """Busy browsers as the operator reads them: from the pods that are not terminating (a
+        draining pod's renders are still in the approximate count, not in the busy browsers)."""
+        return sum(pod.busy(now) for pod in self.pods if not pod.draining)
+
+    def read_renders(self, now: float) -> tuple[int, float]:
+        """(renders, their seconds) completed since the previous read, as the operator reads
+        the renderers' counters; the lifetime totals are kept in ``lifetime``."""
+        count, seconds = 0, 0.0
+        while self._ends and self._ends[0][0] <= now:
+            count, seconds = count + 1, seconds + heapq.heappop(self._ends)[1]
+        self.lifetime = (self.lifetime[0] + count, self.lifetime[1] + seconds)
+        return count, seconds
 
     def browsers(self, now: float) -> int:
         """Browsers able to take a job now."""
@@ -190,6 +207,7 @@ class Farm:
             job.start = max(at, visible_at)
             slot.job, slot.free_at = job, job.start + job.render_s
             self._renders.append((job.start, job.render_s))
+            heapq.heappush(self._ends, (slot.free_at, job.render_s))
             if slot.free_at < end:
                 heapq.heappush(free, (slot.free_at, self.rng.random(), slot))
         self._leave(now, end=end)

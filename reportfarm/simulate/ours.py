@@ -38,13 +38,20 @@ class PolicyController:
             return
         self.next_at += self.interval_s
         blind = any(start <= now < end for start, end in self.blind)
+        # What scaling.observe reads: busy browsers from the pods not terminating, the render
+        # time and count from the renderers' counters since the previous tick (renders that
+        # ended, not renders that started), else their lifetime mean.
+        completed, seconds = farm.read_renders(now)
+        lifetime, lifetime_s = farm.lifetime
+        mean = seconds / completed if completed else (lifetime_s / lifetime if lifetime else None)
         observation = policy.Observation(
             now=now,
             queue_depth=farm.approximate_count(now),
             ready_replicas=farm.ready(now),
             browsers_per_pod=farm.browsers_per_pod,
-            busy_browsers=None if blind else farm.busy(now),
-            mean_render_s=None if blind else farm.mean_render_s(now),
+            busy_browsers=None if blind else farm.busy_seen(now),
+            mean_render_s=None if blind else mean,
+            completed=None if blind else completed,
         )
         state = policy.State.from_dict(self.status)
         decision = policy.decide(observation, spec=self.spec, state=state)

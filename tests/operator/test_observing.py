@@ -105,9 +105,12 @@ async def test_pod_loads_come_from_the_renderers_metrics(
         render_seconds=pytest.approx(0.6),
         lifetime_renders=2,
         lifetime_render_seconds=pytest.approx(0.6),
+        first_reading=True,
     )
     render(renderer.metrics, 1.0)
     second = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert isinstance(load := second["pod-a"], observing.PodLoad)
+    assert (load.renders, load.first_reading) == (1, False)
     assert observing.mean_render_s(second) == pytest.approx(1.0)  # the last interval only
     quiet = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
     assert observing.mean_render_s(quiet) == pytest.approx(1.6 / 3)  # no new renders: lifetime

@@ -309,6 +309,20 @@ async def test_unreachable_renderers_leave_the_queue_depth_to_decide() -> None:
     assert (observation.busy_browsers, observation.browsers_per_pod) == (3, 2)
 
 
+def test_completed_renders_are_the_interval_counts_of_pods_read_before() -> None:
+    pods = [scaling.pods_of([pod(n)[1]])[0] for n in ("a", "b")]
+    reading = observing.QueueReading(depth=10)
+    loads = {
+        "a": observing.PodLoad(size=4, busy=4, renders=7, render_seconds=3.5),
+        "b": observing.PodLoad(size=4, busy=4, renders=5, render_seconds=2.5),
+    }
+    seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=4)
+    assert seen.completed == 12
+    loads["b"] = observing.PodLoad(size=4, busy=1, renders=900, first_reading=True)
+    seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=4)
+    assert seen.completed is None  # b's 900 is its lifetime, not the last tick's
+
+
 async def test_terminating_and_finished_pods_do_not_count() -> None:
     _, terminating = pod("a")
     terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"

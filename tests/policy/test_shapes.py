@@ -89,10 +89,16 @@ def test_a_growing_backlog_raises_the_steady_estimate() -> None:
     completions plus the growth, more than the busy browsers show."""
     pool = policy.PoolSpec(max_replicas=20, busy_smoothing_s=20.0, pod_start_s=20.0)
     memory = policy.State(
-        replicas=4, browsers_per_pod=4, last_work_at=NOW, busy_average=3.0, render_s=0.6
+        replicas=4,
+        browsers_per_pod=4,
+        last_work_at=NOW,
+        busy_average=3.0,
+        render_s=0.6,
+        depth=113,
+        decided_at=NOW - 5,
     )
     depth = 113
-    for tick in range(8):
+    for tick in range(16):  # 80 s: longer than ``sustained_s`` (60 s)
         depth += 40  # 8 jobs/s more than 16 browsers clear
         now = NOW + 5 * tick
         seen = policy.Observation(
