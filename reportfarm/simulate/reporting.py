@@ -184,7 +184,7 @@ def print_suite(console: Console, rows: list[dict[str, Any]]) -> None:
         table.add_column(column, justify="left" if column == "shape" else "right")
     for shape, entry in suite.by_shape(rows).items():
 
-        def pair(key: str) -> str:
+        def pair(key: str, entry: dict[str, Any] = entry) -> str:
             median, worst = entry[f"{key}_median"], entry[f"{key}_worst"]
             return "-" if median is None else f"{median:.2f} / {worst:.2f}"
 

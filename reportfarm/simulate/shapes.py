@@ -155,9 +155,5 @@ def case(index: int) -> Case:
     names = list(SHAPES)
     shape = names[index % len(names)]
     counts, description, render = SHAPES[shape](random.Random(f"shape:{index}"))
-    trace = traces.Trace(
-        name=f"{shape}-{index}", arrivals=tuple(counts), description=description
-    )
-    return Case(
-        index=index, shape=shape, trace=trace, render=render or workload.RenderTimes()
-    )
+    trace = traces.Trace(name=f"{shape}-{index}", arrivals=tuple(counts), description=description)
+    return Case(index=index, shape=shape, trace=trace, render=render or workload.RenderTimes())

@@ -115,7 +115,9 @@ def by_shape(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "p95_ratio_worst": max(waits) if waits else None,
             "cost_ratio_median": statistics.median(costs) if costs else None,
             "cost_ratio_worst": max(costs) if costs else None,
-            "reversals_ours": statistics.fmean(row["mean"]["reportfarm"]["reversals"] for row in mine),
+            "reversals_ours": statistics.fmean(
+                row["mean"]["reportfarm"]["reversals"] for row in mine
+            ),
             "reversals_tuned": statistics.fmean(row["mean"]["tuned"]["reversals"] for row in mine),
         }
     return out
