@@ -41,11 +41,12 @@ class Timings:
 
 
 class Slot:
-    __slots__ = ("free_at", "job")
+    __slots__ = ("free_at", "job", "pod")
 
-    def __init__(self, free_at: float) -> None:
+    def __init__(self, free_at: float, *, pod: Pod) -> None:
         self.free_at = free_at
         self.job: workload.Job | None = None
+        self.pod = pod
 
 
 class Pod:
@@ -56,7 +57,7 @@ class Pod:
         self.created_at = now
         self.ready_at = ready_at
         self.browsers = browsers
-        self.slots = [Slot(ready_at) for _ in range(browsers)]
+        self.slots = [Slot(ready_at, pod=self) for _ in range(browsers)]
         self.pending: tuple[float, int] | None = None
         self.draining = False
 
@@ -64,7 +65,7 @@ class Pod:
         return sum(1 for slot in self.slots if slot.job is not None and slot.free_at > now)
 
     def resize(self, browsers: int, *, at: float) -> None:
-        self.slots.extend(Slot(at) for _ in range(browsers - len(self.slots)))
+        self.slots.extend(Slot(at, pod=self) for _ in range(browsers - len(self.slots)))
         self.browsers = browsers  # slots past the size finish their render, then stay unused
 
 
@@ -92,7 +93,7 @@ class Farm:
         self._seq = itertools.count()
         self._names = itertools.count()
         self._renders: collections.deque[tuple[float, float]] = collections.deque()
-        self._ends: list[tuple[float, float]] = []  # a heap of (end, render) not yet read
+        self._ends: list[tuple[float, int, float, Pod]] = []  # (end, seq, render, pod), unread
         self.lifetime = (0, 0.0)
         """(renders, render seconds) completed and read, as the renderers' counters."""
 
@@ -132,7 +133,9 @@ class Farm:
         the renderers' counters; the lifetime totals are kept in ``lifetime``."""
         count, seconds = 0, 0.0
         while self._ends and self._ends[0][0] <= now:
-            count, seconds = count + 1, seconds + heapq.heappop(self._ends)[1]
+            _, _, render_s, pod = heapq.heappop(self._ends)
+            if not pod.draining:  # a terminating pod is not read (``pods.pods_of``)
+                count, seconds = count + 1, seconds + render_s
         self.lifetime = (self.lifetime[0] + count, self.lifetime[1] + seconds)
         return count, seconds
 
@@ -207,7 +210,7 @@ class Farm:
             job.start = max(at, visible_at)
             slot.job, slot.free_at = job, job.start + job.render_s
             self._renders.append((job.start, job.render_s))
-            heapq.heappush(self._ends, (slot.free_at, job.render_s))
+            heapq.heappush(self._ends, (slot.free_at, next(self._seq), job.render_s, slot.pod))
             if slot.free_at < end:
                 heapq.heappush(free, (slot.free_at, self.rng.random(), slot))
         self._leave(now, end=end)
