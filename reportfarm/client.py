@@ -162,7 +162,7 @@ class ReportFarmClient:
         """Enqueue a built job on its lane; large data goes to a payload blob first."""
         if not contract.fits_inline(job):
             name = contract.payload_blob(job.job_id)
-            payload = json.dumps(job.data, ensure_ascii=False).encode("utf-8")
+            payload = contract.payload_bytes(job.data or {})
             contract.check_data_size(len(payload), what=f"the data of job {job.job_id}")
             await self.blobs.put(name, payload, content_type="application/json")
             job = dataclasses.replace(job, data=None, data_blob=name)
@@ -273,7 +273,7 @@ class ReportFarmClient:
     # Batches: a manifest and the items' jobs as submitted, then one job per item, first item
     # first. State comes from the items' result records (see reportfarm.batches).
 
-    async def submit_batch(
+    def prepare_batch(
         self,
         items: Sequence[Submission],
         *,
@@ -282,16 +282,16 @@ class ReportFarmClient:
         callback_url: str | None = None,
         item_webhooks: bool = False,
         lane: contract.Lane = "bulk",
-        on_submitted: Callable[[contract.JobId], None] | None = None,
-    ) -> BatchSubmitted:
-        """Submit a batch. The same batch id with the same items again sends nothing new (only
-        items of an interrupted submission that have no record yet); with other items, or from
-        another tenant, it raises BatchConflict."""
+    ) -> PreparedBatch:
+        """Every item built and checked as it will be stored (data past the farm's limit once
+        encoded is a ContractError), and the manifest; no I/O, so a caller may run it in a
+        thread. Nothing is written unless all of it is valid."""
         batch_id = contract.validate_batch_id(batch_id or contract.new_job_id())
         if not 0 < len(items) <= contract.BATCH_ITEMS_MAX:
             raise contract.ContractError(f"a batch has 1 to {contract.BATCH_ITEMS_MAX} items")
-        jobs = [
-            self.build_job(
+        jobs = []
+        for index, item in enumerate(items):
+            job = self.build_job(
                 dataclasses.replace(
                     item,
                     job_id=None,
@@ -302,8 +302,10 @@ class ReportFarmClient:
                     callback_url=callback_url,
                 )
             )
-            for index, item in enumerate(items)
-        ]
+            if not contract.fits_inline(job):
+                size = len(contract.payload_bytes(job.data or {}))
+                contract.check_data_size(size, what=f"item {index}'s data (as stored)")
+            jobs.append(job)
         lines = [
             batches.item_line(_item_body(job, item.files))
             for job, item in zip(jobs, items, strict=True)
@@ -318,41 +320,85 @@ class ReportFarmClient:
             digest=batches.digest(lines),
             created_at=time.time(),
         )
+        files = [item.files for item in items]
+        return PreparedBatch(manifest=manifest, jobs=jobs, lines=lines, files=files)
+
+    async def submit_batch(
+        self,
+        items: Sequence[Submission],
+        *,
+        batch_id: str | None = None,
+        tenant: str | None = None,
+        callback_url: str | None = None,
+        item_webhooks: bool = False,
+        lane: contract.Lane = "bulk",
+        on_submitted: Callable[[contract.JobId], None] | None = None,
+    ) -> BatchSubmitted:
+        """Submit a batch. The same batch id with the same items again sends nothing new (only
+        items of an interrupted submission that have no record yet); with other items, or from
+        another tenant, it raises BatchConflict."""
+        prepared = self.prepare_batch(
+            items,
+            batch_id=batch_id,
+            tenant=tenant,
+            callback_url=callback_url,
+            item_webhooks=item_webhooks,
+            lane=lane,
+        )
+        return await self.submit_prepared(prepared, on_submitted=on_submitted)
+
+    async def submit_prepared(
+        self,
+        prepared: PreparedBatch,
+        *,
+        on_submitted: Callable[[contract.JobId], None] | None = None,
+    ) -> BatchSubmitted:
+        """Write and send a prepared batch. Its manifest is created first, by a conditional
+        write (If-None-Match: *): of two submissions racing on one id, one creates the batch and
+        the other is a re-submission of it (or a BatchConflict), never a second owner."""
+        manifest = prepared.manifest
+        batch_id = manifest.batch_id
         existing = await self.batch_manifest(batch_id)
+        if existing is None and not await self.blobs.create(
+            contract.batch_manifest_blob(batch_id), manifest.to_json(), "application/json"
+        ):
+            existing = await self.batch_manifest(batch_id)
         if existing is not None:
-            return await self._resubmit(existing, manifest, jobs, on_submitted)
+            return await self._resubmit(existing, prepared, on_submitted)
+        await self._write_items(prepared)
+        await self._send_jobs(prepared.jobs, on_submitted)
+        await self._mark_sent(batch_id)
+        count = len(prepared.jobs)
+        return BatchSubmitted(batch_id=batch_id, count=count, created=True, sent=count)
+
+    async def _write_items(self, prepared: PreparedBatch) -> None:
+        """The items as submitted, and their files: kept for retries (idempotent content)."""
         await self.blobs.put(
-            contract.batch_items_blob(batch_id),
-            ("\n".join(lines) + "\n").encode("utf-8"),
+            contract.batch_items_blob(prepared.manifest.batch_id),
+            ("\n".join(prepared.lines) + "\n").encode("utf-8"),
             content_type="application/x-ndjson",
         )
-        for job, item in zip(jobs, items, strict=True):  # kept for retries too
-            await self.upload_files(job.job_id, item.files)
-        await self.blobs.put(
-            contract.batch_manifest_blob(batch_id),
-            manifest.to_json(),
-            content_type="application/json",
-        )
-        await self._send_jobs(jobs, on_submitted)
-        await self._mark_sent(batch_id)
-        return BatchSubmitted(batch_id=batch_id, count=len(jobs), created=True, sent=len(jobs))
+        for job, files in zip(prepared.jobs, prepared.files, strict=True):
+            await self.upload_files(job.job_id, files)
 
     async def _resubmit(
         self,
         existing: contract.BatchManifest,
-        wanted: contract.BatchManifest,
-        jobs: list[contract.Job],
+        prepared: PreparedBatch,
         on_submitted: Callable[[contract.JobId], None] | None,
     ) -> BatchSubmitted:
+        wanted = prepared.manifest
         if existing.tenant != wanted.tenant or existing.digest != wanted.digest:
             raise BatchConflict(f"batch {existing.batch_id} exists with other items or owner")
         batch_id = existing.batch_id
         sent = 0
         if not await self.blobs.exists(contract.batch_sent_blob(batch_id)):
-            # The first submission stopped half-way: send what has no record yet. A job sent
-            # twice renders twice into the same blobs: no duplicate output.
+            # The first submission stopped half-way (or runs now): write its items (the same
+            # bytes) and send what has no record yet. A job sent twice renders twice into the
+            # same blobs: no duplicate output.
+            await self._write_items(prepared)
             done = await self._recorded_items(existing)
-            missing = [job for job in jobs if job.item_index not in done]
+            missing = [job for job in prepared.jobs if job.item_index not in done]
             await self._send_jobs(missing, on_submitted)
             await self._mark_sent(batch_id)
             sent = len(missing)
@@ -528,6 +574,17 @@ class ReportFarmClient:
 
 
 RECORD_CACHE_MAX = 200_000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PreparedBatch:
+    """A batch built and checked, nothing written yet (see ReportFarmClient.prepare_batch)."""
+
+    manifest: contract.BatchManifest
+    jobs: list[contract.Job]
+    lines: list[str]
+    """The items as submitted, one JSON line each (the items blob, and the digest's input)."""
+    files: list[Mapping[str, bytes] | None]
 
 
 class BatchConflict(Exception):

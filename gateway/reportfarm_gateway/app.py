@@ -54,11 +54,17 @@ def create_app(settings: GatewaySettings) -> web.Application:
             f"the gateway needs {common.CONNECTION_STRING_VAR} or {common.ACCOUNT_URL_VAR}"
         )
     app = web.Application(
-        client_max_size=settings.max_body_bytes, middlewares=[_observe, _authorize, _check_query]
+        client_max_size=settings.max_body_bytes,
+        middlewares=[_observe, _as_json, _authorize, _check_query],
     )
     app[SETTINGS] = settings
     app[METRICS] = GatewayMetrics()
-    app[BODIES] = BodyBudget(limit_bytes=settings.body_budget_bytes, wait_s=settings.body_wait_s)
+    app[BODIES] = BodyBudget(
+        limit_bytes=settings.body_budget_bytes,
+        tenant_bytes=settings.tenant_body_budget_bytes,
+        wait_s=settings.body_wait_s,
+        read_s=settings.body_read_s,
+    )
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
@@ -106,9 +112,11 @@ def tenant_of(tokens: Mapping[str, str], header: str) -> str | None:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return None
+    # aiohttp reads header bytes that are not UTF-8 as lone surrogates: such a token is nobody's.
+    presented = given.strip().encode("utf-8", errors="surrogateescape")
     found = None
     for tenant, token in tokens.items():
-        if hmac.compare_digest(given.strip().encode(), token.encode()):
+        if hmac.compare_digest(presented, token.encode()):
             found = tenant
     return found
 
@@ -132,6 +140,25 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
         metrics.in_flight.dec()
         metrics.requests.labels(route=route, method=request.method, status=str(status)).inc()
         metrics.seconds.labels(route=route).observe(time.monotonic() - started)
+
+
+@web.middleware
+async def _as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error is JSON, aiohttp's own (404, 405, 413) included; anything unforeseen is a JSON
+    500 that is logged with its traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        answer = problem(error.status, error.reason)
+        for name in ("Allow", "Retry-After"):
+            if name in error.headers:
+                answer.headers[name] = error.headers[name]
+        return answer
+    except Exception:
+        logger.exception("%s %s failed", request.method, request.path)
+        return problem(500, "the gateway failed on this request (it is logged)")
 
 
 @web.middleware

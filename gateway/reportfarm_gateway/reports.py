@@ -21,14 +21,14 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
 from reportfarm import batches, contract, finishing, netpolicy
 from reportfarm.client import ReportFarmClient, Submission
-from reportfarm_gateway import bodies
+from reportfarm_gateway import bodies, content_type, parsing
 from reportfarm_gateway.context import (
     BODIES,
     CLIENT,
@@ -112,23 +112,46 @@ def _nulls(value: object, where: str) -> list[str]:
     return []
 
 
-def job_files(value: object) -> dict[str, bytes] | None:
-    """``files``: an object of file name -> content in base64 (standard alphabet, padded)."""
+MAX_FILES = finishing.MAX_ATTACHMENTS + 1
+"""Files one job may bring: its attachments and a Factur-X XML."""
+
+
+def job_files(value: object, finish: finishing.Finish | None = None) -> dict[str, bytes] | None:
+    """``files``: an object of file name -> content in base64 (standard alphabet, padded), each
+    named by ``finish`` (an attachment or the Factur-X XML), at most :data:`MAX_FILES`."""
     if value is None:
         return None
     if not isinstance(value, dict) or not value:
         raise BadRequest("files must be an object of file name -> base64 content")
+    if len(value) > MAX_FILES:
+        raise BadRequest(f"files holds {len(value)} files, more than {MAX_FILES}")
+    used = _named_files(finish)
     files: dict[str, bytes] = {}
     for name, content in value.items():
         if not finishing.valid_file_name(name):
             raise BadRequest(f"file name {name[:100]!r} must be 1-100 of [A-Za-z0-9._-]")
+        if name not in used:
+            raise BadRequest(f"file {name!r} is not named by finish (attachments or facturx)")
         try:
             if not isinstance(content, str):
                 raise binascii.Error("not text")
             files[name] = base64.b64decode(content, validate=True)
         except binascii.Error:
             raise BadRequest(f"file {name!r} is not base64 text") from None
+        try:
+            contract.check_data_size(len(files[name]), what=f"file {name!r}")
+        except contract.ContractError as error:
+            raise BadRequest(str(error)) from None
     return files
+
+
+def _named_files(finish: finishing.Finish | None) -> set[str]:
+    if finish is None:
+        return set()
+    named = {attachment.blob for attachment in finish.attachments}
+    if finish.facturx is not None:
+        named.add(finish.facturx.xml_blob)
+    return named
 
 
 def _job_id(tenant: str, key: str | None) -> str | None:
@@ -138,11 +161,32 @@ def _job_id(tenant: str, key: str | None) -> str | None:
     return f"k{digest[:39]}"
 
 
-def read_report(request: web.Request, raw: bytes) -> tuple[Submission, float, object]:
-    """The request as a submission on the interactive lane, its wait and its callback URL (still
-    to check); or BadRequest (BodyError for a body that is not strict JSON)."""
-    tenant = request[TENANT]
-    body = bodies.parse(raw)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReportRequest:
+    """A POST /v1/reports checked in the form it is stored, before anything is written."""
+
+    job: contract.Job
+    files: Mapping[str, bytes] | None
+    wait_s: float
+    callback_url: object
+    """Still to check against the network policy (that needs I/O)."""
+    digest: str
+    """Of the body's canonical JSON: an Idempotency-Key reused with another body is a 422."""
+    keyed: bool
+
+
+def read_report(
+    raw: bytes,
+    *,
+    client: ReportFarmClient,
+    tenant: str,
+    key: str | None,
+    default_wait_s: float,
+    cpu_s: float,
+) -> ReportRequest:
+    """The request as a built job on the interactive lane (data measured as stored), its wait and
+    its callback URL; or BadRequest / BodyError / ContractError. CPU work: run off the loop."""
+    body = parsing.parse(raw, cpu_s=cpu_s)
     if not isinstance(body, dict):
         raise BadRequest("the body is a JSON object")
     unknown = sorted(set(body) - _REPORT_FIELDS)
@@ -151,39 +195,74 @@ def read_report(request: web.Request, raw: bytes) -> tuple[Submission, float, ob
     nulls = sorted(key for key, value in body.items() if value is None)
     if nulls:
         raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls)}")
-    wait_s = body.get("wait_s", request.app[SETTINGS].default_wait_s)
-    if (
-        isinstance(wait_s, bool)
-        or not isinstance(wait_s, int | float)
-        or not 0 <= wait_s < math.inf
-    ):
-        raise BadRequest("wait_s must be a number of seconds, 0 or more")
+    wait_s = _seconds(body.get("wait_s", default_wait_s))
     if not isinstance(body.get("data"), dict):
         raise BadRequest("data must be a JSON object")
     if not isinstance(body.get("template"), str):
         raise BadRequest("template must be a template name")
-    key = request.headers.get("Idempotency-Key")
-    if key is not None and not 0 < len(key) <= 256:
-        raise BadRequest("Idempotency-Key is 1 to 256 characters")
+    finish = finish_options(body.get("finish"))
     submission = Submission(
         template=body["template"],
         data=body["data"],
         job_id=_job_id(tenant, key),
         pdf=pdf_options(body.get("pdf")),
-        finish=finish_options(body.get("finish")),
-        files=job_files(body.get("files")),
+        finish=finish,
+        files=job_files(body.get("files"), finish),
         tenant=tenant,
         lane="interactive",
     )
-    return submission, float(wait_s), body.get("callback_url")
+    callback_url = body.get("callback_url")
+    job = stored_job(client, dataclasses.replace(submission, callback_url=None))
+    canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return ReportRequest(
+        job=job,
+        files=submission.files,
+        wait_s=wait_s,
+        callback_url=callback_url,
+        digest=hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
+        keyed=key is not None,
+    )
+
+
+def stored_job(client: ReportFarmClient, submission: Submission) -> contract.Job:
+    """The job as the client will send it, its data measured as it will be stored (the farm's
+    limit counts the stored bytes, not the request's): ContractError past the limit."""
+    job = client.build_job(submission)
+    if not contract.fits_inline(job):
+        contract.check_data_size(
+            len(contract.payload_bytes(job.data or {})), what="data (as stored)"
+        )
+    return job
+
+
+def _seconds(value: object) -> float:
+    """``wait_s`` as a float: any JSON number from 0 up (past a float's range is a 400 too)."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError
+        seconds = float(value)
+    except (ValueError, OverflowError):
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise BadRequest("wait_s must be a number of seconds, 0 or more")
+    return seconds
+
+
+def idempotency_key(request: web.Request) -> str | None:
+    """The Idempotency-Key header: 1 to 256 printable ASCII characters (400 otherwise)."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not (0 < len(key) <= 256 and key.isascii() and key.isprintable()):
+        raise BadRequest("Idempotency-Key is 1 to 256 printable ASCII characters")
+    return key
 
 
 async def post_report(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     client = request.app[CLIENT]
     try:
+        content_type.require(request, content_type.JSON)
         async with bodies.received(
-            request, request.app[BODIES], limit=settings.max_body_bytes
+            request, request.app[BODIES], tenant=request[TENANT], limit=settings.max_body_bytes
         ) as raw:
             accepted = await _accept(request, raw)
     except bodies.BodyError as error:
@@ -202,35 +281,65 @@ async def post_report(request: web.Request) -> web.StreamResponse:
 
 
 async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.StreamResponse:
-    """Parse, check and send the job: (its id, the wait asked for), or the error answer."""
+    """Parse, check and send the job: (its id, the wait asked for), or the error answer. Every
+    check, in the form the job is stored, comes before anything is written."""
     client = request.app[CLIENT]
+    settings = request.app[SETTINGS]
     try:
-        submission, wait_s, callback_url = read_report(request, raw)
-        callback = await check_callback(request, callback_url, request[TENANT])
-        job = client.build_job(dataclasses.replace(submission, callback_url=callback))
+        wanted = await asyncio.to_thread(
+            read_report,
+            raw,
+            client=client,
+            tenant=request[TENANT],
+            key=idempotency_key(request),
+            default_wait_s=settings.default_wait_s,
+            cpu_s=settings.parse_cpu_s,
+        )
+        callback = await check_callback(request, wanted.callback_url, request[TENANT])
     except BadRequest as error:
         return problem(400, str(error))
     except contract.ContractError as error:
         return problem(400, f"invalid job: {error}")
+    job = dataclasses.replace(wanted.job, callback_url=callback)
     answer = await backpressure(request, "interactive")
     if answer is not None:
         return answer
-    known = submission.job_id is not None and await client.blobs.exists(
-        contract.job_note_blob(job.job_id)
-    )
-    if not known:  # a repeated Idempotency-Key sends nothing new
+    if wanted.keyed:  # the first request with this key owns the job id (a conditional write)
+        created = await client.blobs.create(
+            contract.job_note_blob(job.job_id), _note(job, wanted.digest), "application/json"
+        )
+        if not created:
+            if await _noted_digest(client, job.job_id) != wanted.digest:
+                return problem(422, "this Idempotency-Key was used with another body")
+            return job.job_id, wanted.wait_s  # a repeated key sends nothing new
+        await client.upload_files(job.job_id, wanted.files)
+        await client.send_job(job)
+    else:
         # Both at once: the sooner the job is on the lane, the sooner a renderer takes it. A job
         # whose note failed is still served; only its GET answers 404 until it has a record.
-        await client.upload_files(job.job_id, submission.files)
+        await client.upload_files(job.job_id, wanted.files)
         noted, sent = await asyncio.gather(
-            _note(client, job), client.send_job(job), return_exceptions=True
+            client.blobs.put(
+                contract.job_note_blob(job.job_id),
+                _note(job, wanted.digest),
+                content_type="application/json",
+            ),
+            client.send_job(job),
+            return_exceptions=True,
         )
         if isinstance(sent, BaseException):
             raise sent
         if isinstance(noted, BaseException):
             logger.warning("could not note job %s: %s", job.job_id, noted)
-        request.app[METRICS].jobs.labels(lane="interactive").inc()
-    return job.job_id, wait_s
+    request.app[METRICS].jobs.labels(lane="interactive").inc()
+    return job.job_id, wanted.wait_s
+
+
+async def _noted_digest(client: ReportFarmClient, job_id: str) -> str | None:
+    try:
+        return json.loads(await client.blobs.get(contract.job_note_blob(job_id))).get("digest")
+    except KeyError:
+        return None
 
 
 def _gone(request: web.Request) -> bool:
@@ -290,8 +399,9 @@ async def await_record(
     return None
 
 
-async def _note(client: ReportFarmClient, job: contract.Job) -> None:
-    """The gateway's note of an accepted job: who owns it (for GET) and its callback."""
+def _note(job: contract.Job, digest: str) -> bytes:
+    """The gateway's note of an accepted job: who owns it (for GET), its callback, and the
+    digest of the body that made it (for a repeated Idempotency-Key)."""
     note = {
         "job_id": job.job_id,
         "tenant": job.tenant,
@@ -299,12 +409,9 @@ async def _note(client: ReportFarmClient, job: contract.Job) -> None:
         "lane": job.lane,
         "callback_url": job.callback_url,
         "submitted_at": job.submitted_at,
+        "digest": digest,
     }
-    await client.blobs.put(
-        contract.job_note_blob(job.job_id),
-        json.dumps(note).encode("utf-8"),
-        content_type="application/json",
-    )
+    return json.dumps(note).encode("utf-8")
 
 
 async def _pdf(request: web.Request, record: contract.ResultRecord) -> web.Response:
@@ -346,30 +453,41 @@ async def find_report(
     request: web.Request, job_id: str
 ) -> tuple[bool, contract.ResultRecord | None]:
     """(whether the tenant may see this job, its current record). Unknown and other tenants'
-    jobs look the same: not found."""
+    jobs look the same: not found, after the same reads (record, note, and the manifest for a
+    batch item's id), made at once, whatever exists."""
     if not _ID_RE.match(job_id):
         return False, None
     tenant = request[TENANT]
     client = request.app[CLIENT]
-    record = await client.result(job_id)
     item = contract.split_batch_item_job_id(job_id)
-    if item is not None:
-        manifest = await client.batch_manifest(item[0])
-        if manifest is not None and item[1] < manifest.count:
-            if manifest.tenant != tenant:
-                return False, None
-            if record is not None:
-                latest = batches.latest_retry(await client.batch_retries(item[0]))
-                if batches.is_stale(record, latest.get(item[1])):
-                    record = None
-            return True, record
+    record, note, manifest = await asyncio.gather(
+        client.result(job_id),
+        _read_note(client, job_id),
+        client.batch_manifest(item[0]) if item is not None else _nothing(),
+    )
+    if item is not None and manifest is not None and item[1] < manifest.count:
+        if manifest.tenant != tenant:
+            return False, None
+        if record is not None:
+            latest = batches.latest_retry(await client.batch_retries(item[0]))
+            if batches.is_stale(record, latest.get(item[1])):
+                record = None
+        return True, record
     if record is not None:
         return record.tenant == tenant, record
+    return note is not None and note.get("tenant") == tenant, None
+
+
+async def _read_note(client: ReportFarmClient, job_id: str) -> dict[str, Any] | None:
     try:
         note = json.loads(await client.blobs.get(contract.job_note_blob(job_id)))
     except KeyError:
-        return False, None
-    return note.get("tenant") == tenant, None
+        return None
+    return note if isinstance(note, dict) else None
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def get_report(request: web.Request) -> web.Response:

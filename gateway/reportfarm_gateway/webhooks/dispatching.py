@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from reportfarm import backoff, batches, contract
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage.queueing import Delivery
+from reportfarm_gateway import tenancy
 from reportfarm_gateway.webhooks import delivering
 from reportfarm_gateway.webhooks.settings import WebhookSettings
 
@@ -203,7 +204,7 @@ class Dispatcher:
             event="batch.finished",
             url=manifest.callback_url,
             key=f"batch-{batch_id}:{status.state}:{status.retries}",
-            payload=batch_payload(status),
+            payload=batch_payload(status, tenant=manifest.tenant),
         )
         await self._deliver(delivery, webhook, tenant=manifest.tenant)
 
@@ -298,7 +299,9 @@ def job_payload(record: contract.ResultRecord) -> dict[str, Any]:
         "state": record.state,
         "error": record.error,
         "tenant": record.tenant,
-        "batch_id": record.batch_id,
+        "batch_id": (
+            tenancy.shown_batch_id(record.tenant, record.batch_id) if record.batch_id else None
+        ),
         "item_index": record.item_index,
         "attempts": record.attempts,
         "output_blob": record.output_blob,
@@ -311,8 +314,11 @@ def job_payload(record: contract.ResultRecord) -> dict[str, Any]:
     }
 
 
-def batch_payload(status: batches.BatchStatus) -> dict[str, Any]:
+def batch_payload(status: batches.BatchStatus, *, tenant: str | None) -> dict[str, Any]:
+    """The batch under the name its tenant gave it (see reportfarm_gateway.tenancy)."""
     body = status.to_dict(failed_limit=FAILED_ITEMS_IN_PAYLOAD)
+    name = tenancy.shown_batch_id(tenant, status.batch_id)
+    body["batch_id"] = name
     body["type"] = "batch.finished"
-    body["links"] = {"status": f"/v1/batches/{status.batch_id}"}
+    body["links"] = {"status": f"/v1/batches/{name}"}
     return body
