@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from reportfarm import batches, contract, finishing
+from reportfarm import batches, contract, encoding, finishing
+from reportfarm.encoding import EncodedJob, Submission
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
@@ -32,46 +33,6 @@ class QueueStatus:
     """Approximate: includes messages being rendered now."""
     poison_depth: int
     lane: str = "bulk"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Submission:
-    """One job to submit: a template and its data, with optional contract fields."""
-
-    template: str
-    data: Mapping[str, Any]
-    job_id: str | None = None
-    pdf: contract.PdfOptions | None = None
-    output_blob: str | None = None
-    batch_id: str | None = None
-    item_index: int | None = None
-    tenant: str | None = None
-    lane: contract.Lane | None = None
-    callback_url: str | None = None
-    finish: finishing.Finish | None = None
-    """What the PDF must be when it leaves (reportfarm.finishing); its attachments and Factur-X
-    XML may name a file of ``files`` by its bare name."""
-    files: Mapping[str, bytes] | None = None
-    """The job's files by name (attachments, the Factur-X XML): uploaded to
-    ``attachments/<job id>/<name>`` before the job is sent."""
-
-
-def _with_file_blobs(
-    finish: finishing.Finish, job_id: str, files: Mapping[str, bytes]
-) -> finishing.Finish:
-    """``finish`` with each bare file name of ``files`` replaced by the job's blob for it."""
-
-    def blob(name: str) -> str:
-        return finishing.attachment_blob(job_id, name) if name in files else name
-
-    attachments = tuple(
-        dataclasses.replace(attachment, blob=blob(attachment.blob))
-        for attachment in finish.attachments
-    )
-    facturx = finish.facturx
-    if facturx is not None:
-        facturx = dataclasses.replace(facturx, xml_blob=blob(facturx.xml_blob))
-    return dataclasses.replace(finish, attachments=attachments, facturx=facturx)
 
 
 class ReportFarmClient:
@@ -116,34 +77,7 @@ class ReportFarmClient:
         await self.blobs.ensure()
 
     def build_job(self, item: Submission) -> contract.Job:
-        job_id = item.job_id or (
-            contract.batch_item_job_id(item.batch_id, item.item_index)
-            if item.batch_id is not None and item.item_index is not None
-            else contract.new_job_id()
-        )
-        job = contract.Job(
-            job_id=contract.JobId(job_id),
-            template=item.template,
-            data=dict(item.data),
-            output_blob=item.output_blob,
-            pdf=item.pdf or contract.PdfOptions(),
-            batch_id=item.batch_id,
-            item_index=item.item_index,
-            tenant=item.tenant,
-            lane=item.lane,
-            callback_url=item.callback_url,
-            submitted_at=time.time(),
-            finish=(
-                _with_file_blobs(item.finish, job_id, item.files or {})
-                if item.finish is not None
-                else None
-            ),
-        )
-        for name in item.files or {}:
-            if not finishing.valid_file_name(name):
-                raise contract.ContractError(f"file name {name!r} must be 1-100 of [A-Za-z0-9._-]")
-        job.validate()
-        return job
+        return encoding.build(item)
 
     async def submit(self, item: Submission) -> contract.JobId:
         """Validate and enqueue one job; its files and large data go to blobs first."""
@@ -160,13 +94,14 @@ class ReportFarmClient:
 
     async def send_job(self, job: contract.Job) -> contract.JobId:
         """Enqueue a built job on its lane; large data goes to a payload blob first."""
-        if not contract.fits_inline(job):
+        return await self.send_encoded(encoding.encode(job))
+
+    async def send_encoded(self, job: EncodedJob) -> contract.JobId:
+        """Enqueue a job in its stored form (reportfarm.encoding): its payload blob first."""
+        if job.payload is not None:
             name = contract.payload_blob(job.job_id)
-            payload = contract.payload_bytes(job.data or {})
-            contract.check_data_size(len(payload), what=f"the data of job {job.job_id}")
-            await self.blobs.put(name, payload, content_type="application/json")
-            job = dataclasses.replace(job, data=None, data_blob=name)
-        await self.queues[job.lane or "bulk"].send(contract.encode_message(job))
+            await self.blobs.put(name, job.payload, content_type="application/json")
+        await self.queues[job.lane].send(job.message)
         return job.job_id
 
     async def submit_many(
@@ -273,8 +208,8 @@ class ReportFarmClient:
     # Batches: a manifest and the items' jobs as submitted, then one job per item, first item
     # first. State comes from the items' result records (see reportfarm.batches).
 
+    @staticmethod
     def prepare_batch(
-        self,
         items: Sequence[Submission],
         *,
         batch_id: str | None = None,
@@ -291,7 +226,7 @@ class ReportFarmClient:
             raise contract.ContractError(f"a batch has 1 to {contract.BATCH_ITEMS_MAX} items")
         jobs = []
         for index, item in enumerate(items):
-            job = self.build_job(
+            job = encoding.build(
                 dataclasses.replace(
                     item,
                     job_id=None,
@@ -302,14 +237,12 @@ class ReportFarmClient:
                     callback_url=callback_url,
                 )
             )
-            if not contract.fits_inline(job):
-                size = len(contract.payload_bytes(job.data or {}))
-                contract.check_data_size(size, what=f"item {index}'s data (as stored)")
             jobs.append(job)
         lines = [
             batches.item_line(_item_body(job, item.files))
             for job, item in zip(jobs, items, strict=True)
         ]
+        encoded = [encoding.encode(job) for job in jobs]
         manifest = contract.BatchManifest(
             batch_id=batch_id,
             count=len(jobs),
@@ -321,7 +254,7 @@ class ReportFarmClient:
             created_at=time.time(),
         )
         files = [item.files for item in items]
-        return PreparedBatch(manifest=manifest, jobs=jobs, lines=lines, files=files)
+        return PreparedBatch(manifest=manifest, jobs=encoded, lines=lines, files=files)
 
     async def submit_batch(
         self,
@@ -405,13 +338,18 @@ class ReportFarmClient:
         return BatchSubmitted(batch_id=batch_id, count=existing.count, created=False, sent=sent)
 
     async def _send_jobs(
-        self, jobs: list[contract.Job], on_submitted: Callable[[contract.JobId], None] | None
+        self,
+        jobs: Sequence[contract.Job | EncodedJob],
+        on_submitted: Callable[[contract.JobId], None] | None,
     ) -> None:
         semaphore = asyncio.Semaphore(16)
 
-        async def one(job: contract.Job) -> None:
+        async def one(job: contract.Job | EncodedJob) -> None:
             async with semaphore:
-                await self.send_job(job)
+                if isinstance(job, EncodedJob):
+                    await self.send_encoded(job)
+                else:
+                    await self.send_job(job)
             if on_submitted:
                 on_submitted(job.job_id)
 
@@ -581,7 +519,8 @@ class PreparedBatch:
     """A batch built and checked, nothing written yet (see ReportFarmClient.prepare_batch)."""
 
     manifest: contract.BatchManifest
-    jobs: list[contract.Job]
+    jobs: list[EncodedJob]
+    """In their stored form: data past the farm's limit, as stored, was refused already."""
     lines: list[str]
     """The items as submitted, one JSON line each (the items blob, and the digest's input)."""
     files: list[Mapping[str, bytes] | None]

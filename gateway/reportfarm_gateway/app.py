@@ -33,12 +33,14 @@ from reportfarm_gateway.context import (
     DEPTHS,
     DISPATCHER,
     METRICS,
+    OFFLOADER,
     QUOTAS,
     SETTINGS,
     TENANT,
     problem,
 )
 from reportfarm_gateway.metrics import GatewayMetrics
+from reportfarm_gateway.offloading import Offloader
 from reportfarm_gateway.quotas import TenantQuotas
 from reportfarm_gateway.settings import GatewaySettings
 from reportfarm_gateway.webhooks.dispatching import Dispatcher
@@ -69,6 +71,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
     app.cleanup_ctx.append(_storage)
+    app.cleanup_ctx.append(_offloader)
     if settings.dispatcher:
         app.cleanup_ctx.append(_dispatcher)
     app.router.add_get("/healthz", healthz)
@@ -93,6 +96,14 @@ async def _storage(app: web.Application) -> AsyncIterator[None]:
     app[DEPTHS] = QueueDepths(client, ttl_s=app[SETTINGS].depth_cache_s)
     yield
     await client.close()
+
+
+async def _offloader(app: web.Application) -> AsyncIterator[None]:
+    offloader = Offloader(workers=app[SETTINGS].check_workers)
+    await asyncio.to_thread(offloader.start)
+    app[OFFLOADER] = offloader
+    yield
+    offloader.close()
 
 
 async def _dispatcher(app: web.Application) -> AsyncIterator[None]:

@@ -12,33 +12,26 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from aiohttp import web
 
 from reportfarm import batches, contract
-from reportfarm.client import BatchConflict, PreparedBatch, ReportFarmClient, Submission
-from reportfarm_gateway import bodies, content_type, parsing, tenancy
+from reportfarm.client import BatchConflict, PreparedBatch
+from reportfarm_gateway import bodies, checking, content_type, tenancy
 from reportfarm_gateway.context import (
     BODIES,
     CLIENT,
     METRICS,
+    OFFLOADER,
     SETTINGS,
     TENANT,
     backpressure,
     problem,
     refused,
 )
-from reportfarm_gateway.reports import (
-    BadRequest,
-    check_callback,
-    finish_options,
-    job_files,
-    pdf_options,
-)
+from reportfarm_gateway.reports import BadRequest, check_callback
 
-_ITEM_FIELDS = frozenset({"template", "data", "pdf", "finish", "files"})
 FAILED_LIMIT = 1_000
 
 
@@ -47,52 +40,6 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/v1/batches/{batch_id}", get_batch)
     router.add_post("/v1/batches/{batch_id}/retry", retry_batch)
     router.add_get("/v1/batches/{batch_id}/pdf", get_batch_pdf)
-
-
-def read_items(raw: bytes, *, jsonl: bool, cpu_s: float) -> list[Any]:
-    """The items of a JSON array or JSONL body (strict JSON, see gateway.parsing); CPU work: run
-    it off the loop."""
-    if jsonl:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise BadRequest(f"the body is not UTF-8 text: {error}") from None
-        lines = [(number, line) for number, line in enumerate(text.splitlines(), 1)]
-        deadline = time.thread_time() + cpu_s
-        items = []
-        for n, line in lines:
-            if line.strip():
-                left = deadline - time.thread_time()
-                if left <= 0:
-                    raise BadRequest(f"the body took more than {cpu_s} s of CPU to parse")
-                items.append(parsing.parse(line, what=f"line {n}", cpu_s=left))
-        return items
-    items = parsing.parse(raw, cpu_s=cpu_s)
-    if not isinstance(items, list):
-        raise BadRequest("the body is a JSON array of items (or JSONL, one item a line)")
-    return items
-
-
-def to_submission(item: Any, *, index: int, template: str | None) -> Submission:
-    if not isinstance(item, dict):
-        raise BadRequest(f"item {index}: an item is a JSON object")
-    if not isinstance(item.get("data"), dict):
-        if template is None:
-            raise BadRequest(f"item {index}: no data object (or give a template parameter)")
-        return Submission(template=template, data=item)
-    unknown = sorted(set(item) - _ITEM_FIELDS)
-    if unknown:
-        raise BadRequest(f"item {index}: unknown field(s): {', '.join(unknown)}")
-    name = item.get("template", template)
-    if not isinstance(name, str):
-        raise BadRequest(f"item {index}: no template")
-    try:
-        options = pdf_options(item.get("pdf"))
-        finish = finish_options(item.get("finish"))
-        files = job_files(item.get("files"), finish)
-    except BadRequest as error:
-        raise BadRequest(f"item {index}: {error}") from None
-    return Submission(template=name, data=item["data"], pdf=options, finish=finish, files=files)
 
 
 def _flag(value: str | None) -> bool:
@@ -124,10 +71,10 @@ async def _post_batch(request: web.Request, raw: bytes, *, jsonl: bool) -> web.R
         batch_id = tenancy.stored_batch_id(tenant, name)
         item_webhooks = _flag(query.get("item_webhooks"))
         callback = await check_callback(request, query.get("callback_url"), tenant)
-        prepared = await asyncio.to_thread(
-            _prepare,
-            raw,
-            client=client,
+        prepared = await request.app[OFFLOADER].run(
+            tenant,
+            checking.check_batch,
+            raw=raw,
             jsonl=jsonl,
             cpu_s=settings.parse_cpu_s,
             max_items=settings.max_batch_items,
@@ -137,12 +84,12 @@ async def _post_batch(request: web.Request, raw: bytes, *, jsonl: bool) -> web.R
             callback_url=callback,
             item_webhooks=item_webhooks,
         )
-    except _TooMany as error:
-        return problem(413, str(error))
     except BadRequest as error:
         return problem(400, str(error))
     except contract.ContractError as error:
         return problem(400, str(error))
+    if not isinstance(prepared, PreparedBatch):
+        return problem(prepared.status, prepared.detail)
     answer = await backpressure(request, "bulk")
     if answer is not None:
         return answer
@@ -161,46 +108,6 @@ async def _post_batch(request: web.Request, raw: bytes, *, jsonl: bool) -> web.R
     }
     status = 202 if submitted.created else 200
     return web.json_response(body, status=status, headers={"Location": location})
-
-
-class _TooMany(BadRequest):
-    """More items than a batch may have (413)."""
-
-
-def _prepare(
-    raw: bytes,
-    *,
-    client: ReportFarmClient,
-    jsonl: bool,
-    cpu_s: float,
-    max_items: int,
-    template: str | None,
-    batch_id: str,
-    tenant: str,
-    callback_url: str | None,
-    item_webhooks: bool,
-) -> PreparedBatch:
-    """The whole batch parsed, built and checked as stored; nothing written (off the loop)."""
-    raw_items = read_items(raw, jsonl=jsonl, cpu_s=cpu_s)
-    if not raw_items:
-        raise BadRequest("a batch has at least one item")
-    if len(raw_items) > max_items:
-        raise _TooMany(f"a batch has at most {max_items} items")
-    items = [
-        to_submission(item, index=index, template=template) for index, item in enumerate(raw_items)
-    ]
-    for index, item in enumerate(items):  # every item valid before anything is sent
-        try:
-            client.build_job(item)
-        except contract.ContractError as error:
-            raise BadRequest(f"item {index}: {error}") from None
-    return client.prepare_batch(
-        items,
-        batch_id=batch_id,
-        tenant=tenant,
-        callback_url=callback_url,
-        item_webhooks=item_webhooks,
-    )
 
 
 async def _owned_manifest(request: web.Request) -> contract.BatchManifest | None:

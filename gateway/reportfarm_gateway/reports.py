@@ -12,27 +12,24 @@ Batch items are reports too, under their job ids (``<batch id>-<index:06d>``).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import dataclasses
-import hashlib
 import json
 import logging
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
-from reportfarm import batches, contract, finishing, netpolicy
-from reportfarm.client import ReportFarmClient, Submission
-from reportfarm_gateway import bodies, content_type, parsing
+from reportfarm import batches, contract, netpolicy
+from reportfarm.client import ReportFarmClient
+from reportfarm_gateway import bodies, checking, content_type, tenancy
 from reportfarm_gateway.context import (
     BODIES,
     CLIENT,
     METRICS,
+    OFFLOADER,
     SETTINGS,
     TENANT,
     backpressure,
@@ -46,8 +43,8 @@ _REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url",
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
-class BadRequest(ValueError):
-    """The request cannot become a job; the message says why (400)."""
+BadRequest = checking.BadRequest
+_JSON = "application/json"
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -72,185 +69,9 @@ async def check_callback(request: web.Request, url: object, tenant: str) -> str 
     return url
 
 
-def pdf_options(value: object) -> contract.PdfOptions | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise BadRequest("pdf must be an object of PDF options")
-    try:
-        options = contract.PdfOptions(**value)
-        options.validate()  # every field's type too, as the contract reads it
-    except (TypeError, contract.ContractError) as error:
-        raise BadRequest(f"bad pdf options: {error}") from None
-    return options
-
-
-def finish_options(value: object) -> finishing.Finish | None:
-    """The ``finish`` object as the contract reads it (its files are checked with the job)."""
-    if value is None:
-        return None
-    nulls = _nulls(value, "finish")
-    if nulls:
-        raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls[:5])}")
-    try:
-        finish = finishing.Finish.from_dict(value)
-    except finishing.FinishError as error:
-        raise BadRequest(f"bad finish options: {error}") from None
-    return None if finish.empty else finish
-
-
-def _nulls(value: object, where: str) -> list[str]:
-    """Where ``value`` (a small options object) holds a JSON null."""
-    if value is None:
-        return [where]
-    if isinstance(value, dict):
-        return [null for key, item in value.items() for null in _nulls(item, f"{where}.{key}")]
-    if isinstance(value, list):
-        return [
-            null for index, item in enumerate(value) for null in _nulls(item, f"{where}[{index}]")
-        ]
-    return []
-
-
-MAX_FILES = finishing.MAX_ATTACHMENTS + 1
-"""Files one job may bring: its attachments and a Factur-X XML."""
-
-
-def job_files(value: object, finish: finishing.Finish | None = None) -> dict[str, bytes] | None:
-    """``files``: an object of file name -> content in base64 (standard alphabet, padded), each
-    named by ``finish`` (an attachment or the Factur-X XML), at most :data:`MAX_FILES`."""
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not value:
-        raise BadRequest("files must be an object of file name -> base64 content")
-    if len(value) > MAX_FILES:
-        raise BadRequest(f"files holds {len(value)} files, more than {MAX_FILES}")
-    used = _named_files(finish)
-    files: dict[str, bytes] = {}
-    for name, content in value.items():
-        if not finishing.valid_file_name(name):
-            raise BadRequest(f"file name {name[:100]!r} must be 1-100 of [A-Za-z0-9._-]")
-        if name not in used:
-            raise BadRequest(f"file {name!r} is not named by finish (attachments or facturx)")
-        try:
-            if not isinstance(content, str):
-                raise binascii.Error("not text")
-            files[name] = base64.b64decode(content, validate=True)
-        except binascii.Error:
-            raise BadRequest(f"file {name!r} is not base64 text") from None
-        try:
-            contract.check_data_size(len(files[name]), what=f"file {name!r}")
-        except contract.ContractError as error:
-            raise BadRequest(str(error)) from None
-    return files
-
-
-def _named_files(finish: finishing.Finish | None) -> set[str]:
-    if finish is None:
-        return set()
-    named = {attachment.blob for attachment in finish.attachments}
-    if finish.facturx is not None:
-        named.add(finish.facturx.xml_blob)
-    return named
-
-
-def _job_id(tenant: str, key: str | None) -> str | None:
-    if key is None:
-        return None
-    digest = hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()
-    return f"k{digest[:39]}"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ReportRequest:
-    """A POST /v1/reports checked in the form it is stored, before anything is written."""
-
-    job: contract.Job
-    files: Mapping[str, bytes] | None
-    wait_s: float
-    callback_url: object
-    """Still to check against the network policy (that needs I/O)."""
-    digest: str
-    """Of the body's canonical JSON: an Idempotency-Key reused with another body is a 422."""
-    keyed: bool
-
-
-def read_report(
-    raw: bytes,
-    *,
-    client: ReportFarmClient,
-    tenant: str,
-    key: str | None,
-    default_wait_s: float,
-    cpu_s: float,
-) -> ReportRequest:
-    """The request as a built job on the interactive lane (data measured as stored), its wait and
-    its callback URL; or BadRequest / BodyError / ContractError. CPU work: run off the loop."""
-    body = parsing.parse(raw, cpu_s=cpu_s)
-    if not isinstance(body, dict):
-        raise BadRequest("the body is a JSON object")
-    unknown = sorted(set(body) - _REPORT_FIELDS)
-    if unknown:
-        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
-    nulls = sorted(key for key, value in body.items() if value is None)
-    if nulls:
-        raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls)}")
-    wait_s = _seconds(body.get("wait_s", default_wait_s))
-    if not isinstance(body.get("data"), dict):
-        raise BadRequest("data must be a JSON object")
-    if not isinstance(body.get("template"), str):
-        raise BadRequest("template must be a template name")
-    finish = finish_options(body.get("finish"))
-    submission = Submission(
-        template=body["template"],
-        data=body["data"],
-        job_id=_job_id(tenant, key),
-        pdf=pdf_options(body.get("pdf")),
-        finish=finish,
-        files=job_files(body.get("files"), finish),
-        tenant=tenant,
-        lane="interactive",
-    )
-    callback_url = body.get("callback_url")
-    job = stored_job(client, dataclasses.replace(submission, callback_url=None))
-    canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return ReportRequest(
-        job=job,
-        files=submission.files,
-        wait_s=wait_s,
-        callback_url=callback_url,
-        digest=hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
-        keyed=key is not None,
-    )
-
-
-def stored_job(client: ReportFarmClient, submission: Submission) -> contract.Job:
-    """The job as the client will send it, its data measured as it will be stored (the farm's
-    limit counts the stored bytes, not the request's): ContractError past the limit."""
-    job = client.build_job(submission)
-    if not contract.fits_inline(job):
-        contract.check_data_size(
-            len(contract.payload_bytes(job.data or {})), what="data (as stored)"
-        )
-    return job
-
-
-def _seconds(value: object) -> float:
-    """``wait_s`` as a float: any JSON number from 0 up (past a float's range is a 400 too)."""
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError
-        seconds = float(value)
-    except (ValueError, OverflowError):
-        seconds = math.nan
-    if not 0 <= seconds < math.inf:
-        raise BadRequest("wait_s must be a number of seconds, 0 or more")
-    return seconds
-
-
 def idempotency_key(request: web.Request) -> str | None:
     """The Idempotency-Key header: 1 to 256 printable ASCII characters (400 otherwise)."""
-    key = request.headers.get("Idempotency-Key")
+    key = request.headers.get("Idempotency-Key")  # lone surrogates: bytes that were not UTF-8
     if key is not None and not (0 < len(key) <= 256 and key.isascii() and key.isprintable()):
         raise BadRequest("Idempotency-Key is 1 to 256 printable ASCII characters")
     return key
@@ -281,50 +102,45 @@ async def post_report(request: web.Request) -> web.StreamResponse:
 
 
 async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.StreamResponse:
-    """Parse, check and send the job: (its id, the wait asked for), or the error answer. Every
-    check, in the form the job is stored, comes before anything is written."""
+    """Check the job in its stored form (in a worker process), then write and send it: (its id,
+    the wait asked for), or the error answer. Every check comes before anything is written."""
     client = request.app[CLIENT]
     settings = request.app[SETTINGS]
+    tenant = request[TENANT]
     try:
-        wanted = await asyncio.to_thread(
-            read_report,
-            raw,
-            client=client,
-            tenant=request[TENANT],
+        checked = await request.app[OFFLOADER].run(
+            tenant,
+            checking.check_report,
+            raw=raw,
+            tenant=tenant,
             key=idempotency_key(request),
             default_wait_s=settings.default_wait_s,
             cpu_s=settings.parse_cpu_s,
         )
-        callback = await check_callback(request, wanted.callback_url, request[TENANT])
+        if isinstance(checked, checking.Refusal):
+            return problem(checked.status, checked.detail)
+        await check_callback(request, checked.callback_url, tenant)
     except BadRequest as error:
         return problem(400, str(error))
-    except contract.ContractError as error:
-        return problem(400, f"invalid job: {error}")
-    job = dataclasses.replace(wanted.job, callback_url=callback)
     answer = await backpressure(request, "interactive")
     if answer is not None:
         return answer
-    if wanted.keyed:  # the first request with this key owns the job id (a conditional write)
-        created = await client.blobs.create(
-            contract.job_note_blob(job.job_id), _note(job, wanted.digest), "application/json"
-        )
-        if not created:
-            if await _noted_digest(client, job.job_id) != wanted.digest:
+    job = checked.job
+    note = json.dumps(checked.note).encode("utf-8")
+    if checked.keyed:  # the first request with this key owns the job id (a conditional write)
+        if not await client.blobs.create(contract.job_note_blob(job.job_id), note, _JSON):
+            if await _noted_digest(client, job.job_id) != checked.note["digest"]:
                 return problem(422, "this Idempotency-Key was used with another body")
-            return job.job_id, wanted.wait_s  # a repeated key sends nothing new
-        await client.upload_files(job.job_id, wanted.files)
-        await client.send_job(job)
+            return job.job_id, checked.wait_s  # a repeated key sends nothing new
+        await client.upload_files(job.job_id, checked.files)
+        await client.send_encoded(job)
     else:
         # Both at once: the sooner the job is on the lane, the sooner a renderer takes it. A job
         # whose note failed is still served; only its GET answers 404 until it has a record.
-        await client.upload_files(job.job_id, wanted.files)
+        await client.upload_files(job.job_id, checked.files)
         noted, sent = await asyncio.gather(
-            client.blobs.put(
-                contract.job_note_blob(job.job_id),
-                _note(job, wanted.digest),
-                content_type="application/json",
-            ),
-            client.send_job(job),
+            client.blobs.put(contract.job_note_blob(job.job_id), note, content_type=_JSON),
+            client.send_encoded(job),
             return_exceptions=True,
         )
         if isinstance(sent, BaseException):
@@ -332,7 +148,7 @@ async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.S
         if isinstance(noted, BaseException):
             logger.warning("could not note job %s: %s", job.job_id, noted)
     request.app[METRICS].jobs.labels(lane="interactive").inc()
-    return job.job_id, wanted.wait_s
+    return job.job_id, checked.wait_s
 
 
 async def _noted_digest(client: ReportFarmClient, job_id: str) -> str | None:
@@ -399,30 +215,13 @@ async def await_record(
     return None
 
 
-def _note(job: contract.Job, digest: str) -> bytes:
-    """The gateway's note of an accepted job: who owns it (for GET), its callback, and the
-    digest of the body that made it (for a repeated Idempotency-Key)."""
-    note = {
-        "job_id": job.job_id,
-        "tenant": job.tenant,
-        "template": job.template,
-        "lane": job.lane,
-        "callback_url": job.callback_url,
-        "submitted_at": job.submitted_at,
-        "digest": digest,
-    }
-    return json.dumps(note).encode("utf-8")
-
-
 async def _pdf(request: web.Request, record: contract.ResultRecord) -> web.Response:
     data = await request.app[CLIENT].download(record)
+    job_id = tenancy.shown_job_id(record.tenant, record.job_id)
     return web.Response(
         body=data,
         content_type="application/pdf",
-        headers={
-            "X-Reportfarm-Job-Id": record.job_id,
-            "Content-Location": f"/v1/reports/{record.job_id}/pdf",
-        },
+        headers={"X-Reportfarm-Job-Id": job_id, "Content-Location": f"/v1/reports/{job_id}/pdf"},
     )
 
 
@@ -435,7 +234,9 @@ def status_body(job_id: str, record: contract.ResultRecord | None) -> dict[str, 
         "state": record.state,
         "error": record.error,
         "attempts": record.attempts,
-        "batch_id": record.batch_id,
+        "batch_id": (
+            tenancy.shown_batch_id(record.tenant, record.batch_id) if record.batch_id else None
+        ),
         "item_index": record.item_index,
         "submitted_at": record.submitted_at,
         "finished_at": record.finished_at,
@@ -459,6 +260,7 @@ async def find_report(
         return False, None
     tenant = request[TENANT]
     client = request.app[CLIENT]
+    job_id = tenancy.stored_job_id(tenant, job_id)
     item = contract.split_batch_item_job_id(job_id)
     record, note, manifest = await asyncio.gather(
         client.result(job_id),

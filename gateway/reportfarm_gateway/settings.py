@@ -73,9 +73,12 @@ class GatewaySettings(common.FromEnv):
     """REPORTFARM_GATEWAY_BODY_WAIT_S: how long a request waits for room in the body budget."""
     body_read_s: float = common.setting("REPORTFARM_GATEWAY_BODY_READ_S", 30.0, minimum=0.1)
     """REPORTFARM_GATEWAY_BODY_READ_S: the whole body must arrive within this (else 408)."""
+    check_workers: int = common.setting("REPORTFARM_GATEWAY_CHECK_WORKERS", 2, minimum=1)
+    """REPORTFARM_GATEWAY_CHECK_WORKERS: worker processes that parse and check request bodies
+    (the event loop never does); one tenant may use all but one of them (gateway.offloading)."""
     parse_cpu_s: float = common.setting("REPORTFARM_GATEWAY_PARSE_CPU_S", 5.0, minimum=0.01)
     """REPORTFARM_GATEWAY_PARSE_CPU_S: CPU seconds one body's parsing and checking may take, in a
-    worker thread off the event loop (else 400)."""
+    worker process (else 400)."""
     max_merge_items: int = common.setting("REPORTFARM_GATEWAY_MAX_MERGE_ITEMS", 2_000)
     """REPORTFARM_GATEWAY_MAX_MERGE_ITEMS: the largest batch merged into one PDF."""
     dispatcher: bool = common.setting("REPORTFARM_GATEWAY_DISPATCHER", True)

@@ -38,3 +38,23 @@ def shown_batch_id(tenant: str | None, stored: str) -> str:
     if tenant is None:
         return stored
     return stored.removeprefix(f"{tenant_tag(tenant)}.")
+
+
+def stored_job_id(tenant: str, job_id: str) -> str:
+    """A job id as the tenant writes it -> the farm's: a batch item's ``<name>-<index>`` is its
+    item of the tenant's batch ``name``; any other id is the same in both."""
+    item = contract.split_batch_item_job_id(job_id)
+    if item is None:
+        return job_id
+    try:
+        return contract.batch_item_job_id(stored_batch_id(tenant, item[0]), item[1])
+    except contract.ContractError:
+        return job_id
+
+
+def shown_job_id(tenant: str | None, job_id: str) -> str:
+    """The farm's job id -> the tenant's (see :func:`stored_job_id`)."""
+    item = contract.split_batch_item_job_id(job_id)
+    if item is None or tenant is None:
+        return job_id
+    return contract.batch_item_job_id(shown_batch_id(tenant, item[0]), item[1])

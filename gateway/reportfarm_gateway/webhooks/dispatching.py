@@ -293,9 +293,11 @@ class Dispatcher:
 
 
 def job_payload(record: contract.ResultRecord) -> dict[str, Any]:
+    """The job under the id its tenant knows it by (see reportfarm_gateway.tenancy)."""
+    job_id = tenancy.shown_job_id(record.tenant, record.job_id)
     return {
         "type": "job.finished",
-        "job_id": record.job_id,
+        "job_id": job_id,
         "state": record.state,
         "error": record.error,
         "tenant": record.tenant,
@@ -308,8 +310,8 @@ def job_payload(record: contract.ResultRecord) -> dict[str, Any]:
         "submitted_at": record.submitted_at,
         "finished_at": record.finished_at,
         "links": {
-            "status": f"/v1/reports/{record.job_id}",
-            "pdf": f"/v1/reports/{record.job_id}/pdf" if record.state == "succeeded" else None,
+            "status": f"/v1/reports/{job_id}",
+            "pdf": f"/v1/reports/{job_id}/pdf" if record.state == "succeeded" else None,
         },
     }
 
