@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from aiohttp import http_exceptions, web
+from aiohttp import http_exceptions, web, web_protocol
 
 from reportfarm import contract
 
@@ -31,10 +31,14 @@ CHUNK_BYTES = 256 * 1024
 class BodyError(Exception):
     """A body the gateway refuses; ``status`` is the HTTP answer (400, 408, 413, 415 or 503)."""
 
-    def __init__(self, status: int, detail: str, *, retry_after: int | None = None) -> None:
+    def __init__(
+        self, status: int, detail: str, *, retry_after: int | None = None, unread: bool = False
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.retry_after = retry_after
+        self.unread = unread
+        """The body was not read to its end: the answer closes the connection."""
 
 
 class BodyBudget:
@@ -127,9 +131,15 @@ async def received(
             async with asyncio.timeout(budget.read_s):
                 body = await _read(request, budget, tenant=tenant, limit=limit, held=held)
         except TimeoutError:
-            raise BodyError(408, f"the body did not arrive within {budget.read_s:g} s") from None
-        except http_exceptions.HttpProcessingError as error:  # e.g. gzip that is not gzip
-            raise BodyError(400, f"the body cannot be read: {error.message}") from None
+            detail = f"the body did not arrive within {budget.read_s:g} s"
+            raise BodyError(408, detail, unread=True) from None
+        except (http_exceptions.HttpProcessingError, web_protocol.RequestPayloadError) as error:
+            # e.g. Content-Encoding: gzip on a body that is not gzip
+            cause = error.__cause__ if error.__cause__ is not None else error
+            detail = getattr(cause, "message", None) or str(cause)
+            raise BodyError(
+                400, f"the body cannot be read: {detail.strip()}", unread=True
+            ) from None
         yield body
     finally:
         await budget.give_back(tenant, held=held.held, share=held.share)
@@ -149,7 +159,7 @@ async def _read(
     async for chunk in request.content.iter_chunked(CHUNK_BYTES):
         size = len(body) + len(chunk)
         if size > limit:
-            raise BodyError(413, _too_large("the body", limit))
+            raise BodyError(413, _too_large("the body", limit), unread=True)
         beyond = max(0, size - held.reserved) - max(0, len(body) - held.reserved)
         await budget.take(tenant, len(chunk), beyond_share=beyond)
         held.held += len(chunk)

@@ -99,7 +99,7 @@ def check_report(
     if callback_url is not None and (not isinstance(callback_url, str) or len(callback_url) > 2048):
         raise BadRequest("callback_url must be an http(s) URL of at most 2048 characters")
     finish = finish_options(body.get("finish"))
-    files = job_files(body.get("files"), finish)
+    files = job_files(body.get("files"))
     job = encoding.build(
         Submission(
             template=body["template"],
@@ -177,22 +177,19 @@ MAX_FILES = finishing.MAX_ATTACHMENTS + 1
 """Files one job may bring: its attachments and a Factur-X XML."""
 
 
-def job_files(value: object, finish: finishing.Finish | None = None) -> dict[str, bytes] | None:
-    """``files``: an object of file name -> content in base64 (standard alphabet, padded), each
-    named by ``finish`` (an attachment or the Factur-X XML), at most :data:`MAX_FILES`."""
+def job_files(value: object) -> dict[str, bytes] | None:
+    """``files``: an object of file name -> content in base64 (standard alphabet, padded), at
+    most :data:`MAX_FILES` of them, each within the farm's size limit once decoded."""
     if value is None:
         return None
     if not isinstance(value, dict) or not value:
         raise BadRequest("files must be an object of file name -> base64 content")
     if len(value) > MAX_FILES:
         raise BadRequest(f"files holds {len(value)} files, more than {MAX_FILES}")
-    used = _named_files(finish)
     files: dict[str, bytes] = {}
     for name, content in value.items():
         if not finishing.valid_file_name(name):
             raise BadRequest(f"file name {name[:100]!r} must be 1-100 of [A-Za-z0-9._-]")
-        if name not in used:
-            raise BadRequest(f"file {name!r} is not named by finish (attachments or facturx)")
         try:
             if not isinstance(content, str):
                 raise binascii.Error("not text")
@@ -204,15 +201,6 @@ def job_files(value: object, finish: finishing.Finish | None = None) -> dict[str
         except contract.ContractError as error:
             raise BadRequest(str(error)) from None
     return files
-
-
-def _named_files(finish: finishing.Finish | None) -> set[str]:
-    if finish is None:
-        return set()
-    named = {attachment.blob for attachment in finish.attachments}
-    if finish.facturx is not None:
-        named.add(finish.facturx.xml_blob)
-    return named
 
 
 def _job_id(tenant: str, key: str | None) -> str | None:
@@ -274,7 +262,7 @@ def to_submission(item: Any, *, index: int, template: str | None) -> Submission:
     try:
         options = pdf_options(item.get("pdf"))
         finish = finish_options(item.get("finish"))
-        files = job_files(item.get("files"), finish)
+        files = job_files(item.get("files"))
     except BadRequest as error:
         raise BadRequest(f"item {index}: {error}") from None
     return Submission(template=name, data=item["data"], pdf=options, finish=finish, files=files)

@@ -38,7 +38,10 @@ def problem(
 
 def refused(error: BodyError) -> web.Response:
     """The answer to a body the gateway refuses (400, 413 or 503)."""
-    return problem(error.status, str(error), retry_after=error.retry_after)
+    answer = problem(error.status, str(error), retry_after=error.retry_after)
+    if error.unread:
+        answer.force_close()
+    return answer
 
 
 async def backpressure(request: web.Request, lane: str) -> web.Response | None:

@@ -203,7 +203,8 @@ class Dispatcher:
             subject=f"batch-{batch_id}",
             event="batch.finished",
             url=manifest.callback_url,
-            key=f"batch-{batch_id}:{status.state}:{status.retries}",
+            key=f"batch-{tenancy.shown_batch_id(manifest.tenant, batch_id)}:{status.state}:"
+            f"{status.retries}",
             payload=batch_payload(status, tenant=manifest.tenant),
         )
         await self._deliver(delivery, webhook, tenant=manifest.tenant)
