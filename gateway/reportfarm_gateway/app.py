@@ -24,7 +24,7 @@ from reportfarm import loops
 from reportfarm import settings as common
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage import accounts
-from reportfarm_gateway import batching, openapi, queries, reports
+from reportfarm_gateway import batching, openapi, protocol, queries, reports
 from reportfarm_gateway.backpressure import QueueDepths
 from reportfarm_gateway.bodies import BodyBudget
 from reportfarm_gateway.context import (
@@ -253,7 +253,7 @@ async def serve(settings: GatewaySettings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    runner = web.AppRunner(create_app(settings), access_log=None)
+    runner = protocol.AppRunner(create_app(settings), access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host="0.0.0.0", port=settings.port).start()

@@ -378,3 +378,17 @@ async def test_aiohttps_own_errors_are_json(
     async with gateway.http.request(method, gateway.at(path), headers=auth()) as r:
         assert (r.status, r.content_type) == (status, "application/json")
         assert "error" in await r.json()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: \x01", id="control-char-in-header"),
+        pytest.param(b"GET /healthz HTTP/9.9\r\nHost: x", id="bad-version"),
+        pytest.param(b"G@T /healthz HTTP/1.1\r\nHost: x", id="bad-method"),
+    ],
+)
+async def test_requests_aiohttp_cannot_parse_get_a_json_400(gateway: Gateway, head: bytes) -> None:
+    answer = await rawhttp.exchange(gateway.url, head)
+    assert answer.status in (400, 505) and answer.content_type == "application/json", answer
+    assert "error" in json.loads(answer.body)
