@@ -45,7 +45,8 @@ class WebhookMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.attempts = Counter(
             "reportfarm_webhook_attempts",
-            "Webhook POSTs by event and outcome (delivered, failed, refused, gave_up).",
+            "Webhook POSTs by event and outcome (delivered, failed, refused, gave_up; "
+            "deferred: not sent yet, its tenant's share of POSTs was in use).",
             ["event", "outcome"],
             registry=registry,
         )
@@ -85,6 +86,8 @@ class Dispatcher:
         self._manifests: dict[str, contract.BatchManifest | None] = {}
         self._batch_locks: dict[str, asyncio.Lock] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._posting: dict[str, int] = {}
+        """POSTs in flight per tenant (see WebhookSettings.per_tenant)."""
 
     async def run(self) -> None:
         """Receive events until stopped; each runs as a task, at most ``concurrency`` at once."""
@@ -212,22 +215,35 @@ class Dispatcher:
     async def _deliver(
         self, delivery: Delivery, webhook: delivering.Webhook, *, tenant: str | None
     ) -> None:
-        if await delivering.delivered(self.blobs, webhook.subject, webhook.key):
+        log = await delivering.read_log(self.blobs, webhook.subject)
+        tried = [entry for entry in log if entry.get("idempotency_key") == webhook.key]
+        if any(entry.get("outcome") == "delivered" for entry in tried):
             await self.events.delete(delivery)  # a redelivered event: once is enough
             return
+        share = tenant or ""
+        if self._posting.get(share, 0) >= self.settings.per_tenant:
+            # This tenant's receivers hold all of its share: its turn comes again in a second.
+            # Not an attempt (the attempt number comes from the log, not the dequeue count).
+            self.metrics.attempts.labels(event=webhook.event, outcome="deferred").inc()
+            await self.events.release(delivery, delay_s=1)
+            return
         secret = self.settings.secret_for(tenant)
-        attempt_number = delivery.dequeue_count
+        attempt_number = len(tried) + 1
         if secret is None:
             attempt = delivering.Attempt(outcome="refused", error="no webhook secret for tenant")
         else:
             assert self._session is not None
-            attempt = await delivering.post(
-                self._session,
-                self.settings.policy,
-                webhook,
-                secret=secret,
-                attempt=attempt_number,
-            )
+            self._posting[share] = self._posting.get(share, 0) + 1
+            try:
+                attempt = await delivering.post(
+                    self._session,
+                    self.settings.policy,
+                    webhook,
+                    secret=secret,
+                    attempt=attempt_number,
+                )
+            finally:
+                self._posting[share] -= 1
         self.metrics.seconds.observe(attempt.duration_ms / 1000)
         if attempt.ok:
             await self._record(webhook, attempt_number, attempt, "delivered")
