@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from reportfarm import batches, contract, finishing
+from reportfarm import batches, contract, encoding, finishing
+from reportfarm.encoding import EncodedJob, Submission
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
@@ -32,46 +33,6 @@ class QueueStatus:
     """Approximate: includes messages being rendered now."""
     poison_depth: int
     lane: str = "bulk"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Submission:
-    """One job to submit: a template and its data, with optional contract fields."""
-
-    template: str
-    data: Mapping[str, Any]
-    job_id: str | None = None
-    pdf: contract.PdfOptions | None = None
-    output_blob: str | None = None
-    batch_id: str | None = None
-    item_index: int | None = None
-    tenant: str | None = None
-    lane: contract.Lane | None = None
-    callback_url: str | None = None
-    finish: finishing.Finish | None = None
-    """What the PDF must be when it leaves (reportfarm.finishing); its attachments and Factur-X
-    XML may name a file of ``files`` by its bare name."""
-    files: Mapping[str, bytes] | None = None
-    """The job's files by name (attachments, the Factur-X XML): uploaded to
-    ``attachments/<job id>/<name>`` before the job is sent."""
-
-
-def _with_file_blobs(
-    finish: finishing.Finish, job_id: str, files: Mapping[str, bytes]
-) -> finishing.Finish:
-    """``finish`` with each bare file name of ``files`` replaced by the job's blob for it."""
-
-    def blob(name: str) -> str:
-        return finishing.attachment_blob(job_id, name) if name in files else name
-
-    attachments = tuple(
-        dataclasses.replace(attachment, blob=blob(attachment.blob))
-        for attachment in finish.attachments
-    )
-    facturx = finish.facturx
-    if facturx is not None:
-        facturx = dataclasses.replace(facturx, xml_blob=blob(facturx.xml_blob))
-    return dataclasses.replace(finish, attachments=attachments, facturx=facturx)
 
 
 class ReportFarmClient:
@@ -116,34 +77,7 @@ class ReportFarmClient:
         await self.blobs.ensure()
 
     def build_job(self, item: Submission) -> contract.Job:
-        job_id = item.job_id or (
-            contract.batch_item_job_id(item.batch_id, item.item_index)
-            if item.batch_id is not None and item.item_index is not None
-            else contract.new_job_id()
-        )
-        job = contract.Job(
-            job_id=contract.JobId(job_id),
-            template=item.template,
-            data=dict(item.data),
-            output_blob=item.output_blob,
-            pdf=item.pdf or contract.PdfOptions(),
-            batch_id=item.batch_id,
-            item_index=item.item_index,
-            tenant=item.tenant,
-            lane=item.lane,
-            callback_url=item.callback_url,
-            submitted_at=time.time(),
-            finish=(
-                _with_file_blobs(item.finish, job_id, item.files or {})
-                if item.finish is not None
-                else None
-            ),
-        )
-        for name in item.files or {}:
-            if not finishing.valid_file_name(name):
-                raise contract.ContractError(f"file name {name!r} must be 1-100 of [A-Za-z0-9._-]")
-        job.validate()
-        return job
+        return encoding.build(item)
 
     async def submit(self, item: Submission) -> contract.JobId:
         """Validate and enqueue one job; its files and large data go to blobs first."""
@@ -160,13 +94,14 @@ class ReportFarmClient:
 
     async def send_job(self, job: contract.Job) -> contract.JobId:
         """Enqueue a built job on its lane; large data goes to a payload blob first."""
-        if not contract.fits_inline(job):
+        return await self.send_encoded(encoding.encode(job))
+
+    async def send_encoded(self, job: EncodedJob) -> contract.JobId:
+        """Enqueue a job in its stored form (reportfarm.encoding): its payload blob first."""
+        if job.payload is not None:
             name = contract.payload_blob(job.job_id)
-            payload = json.dumps(job.data, ensure_ascii=False).encode("utf-8")
-            contract.check_data_size(len(payload), what=f"the data of job {job.job_id}")
-            await self.blobs.put(name, payload, content_type="application/json")
-            job = dataclasses.replace(job, data=None, data_blob=name)
-        await self.queues[job.lane or "bulk"].send(contract.encode_message(job))
+            await self.blobs.put(name, job.payload, content_type="application/json")
+        await self.queues[job.lane].send(job.message)
         return job.job_id
 
     async def submit_many(
@@ -273,6 +208,54 @@ class ReportFarmClient:
     # Batches: a manifest and the items' jobs as submitted, then one job per item, first item
     # first. State comes from the items' result records (see reportfarm.batches).
 
+    @staticmethod
+    def prepare_batch(
+        items: Sequence[Submission],
+        *,
+        batch_id: str | None = None,
+        tenant: str | None = None,
+        callback_url: str | None = None,
+        item_webhooks: bool = False,
+        lane: contract.Lane = "bulk",
+    ) -> PreparedBatch:
+        """Every item built and checked as it will be stored (data past the farm's limit once
+        encoded is a ContractError), and the manifest; no I/O, so a caller may run it in a
+        thread. Nothing is written unless all of it is valid."""
+        batch_id = contract.validate_batch_id(batch_id or contract.new_job_id())
+        if not 0 < len(items) <= contract.BATCH_ITEMS_MAX:
+            raise contract.ContractError(f"a batch has 1 to {contract.BATCH_ITEMS_MAX} items")
+        jobs = []
+        for index, item in enumerate(items):
+            job = encoding.build(
+                dataclasses.replace(
+                    item,
+                    job_id=None,
+                    batch_id=batch_id,
+                    item_index=index,
+                    tenant=tenant,
+                    lane=lane,
+                    callback_url=callback_url,
+                )
+            )
+            jobs.append(job)
+        lines = [
+            batches.item_line(_item_body(job, item.files))
+            for job, item in zip(jobs, items, strict=True)
+        ]
+        encoded = [encoding.encode(job) for job in jobs]
+        manifest = contract.BatchManifest(
+            batch_id=batch_id,
+            count=len(jobs),
+            tenant=tenant,
+            lane=lane,
+            callback_url=callback_url,
+            item_webhooks=item_webhooks,
+            digest=batches.digest(lines),
+            created_at=time.time(),
+        )
+        files = [item.files for item in items]
+        return PreparedBatch(manifest=manifest, jobs=encoded, lines=lines, files=files)
+
     async def submit_batch(
         self,
         items: Sequence[Submission],
@@ -287,85 +270,86 @@ class ReportFarmClient:
         """Submit a batch. The same batch id with the same items again sends nothing new (only
         items of an interrupted submission that have no record yet); with other items, or from
         another tenant, it raises BatchConflict."""
-        batch_id = contract.validate_batch_id(batch_id or contract.new_job_id())
-        if not 0 < len(items) <= contract.BATCH_ITEMS_MAX:
-            raise contract.ContractError(f"a batch has 1 to {contract.BATCH_ITEMS_MAX} items")
-        jobs = [
-            self.build_job(
-                dataclasses.replace(
-                    item,
-                    job_id=None,
-                    batch_id=batch_id,
-                    item_index=index,
-                    tenant=tenant,
-                    lane=lane,
-                    callback_url=callback_url,
-                )
-            )
-            for index, item in enumerate(items)
-        ]
-        lines = [
-            batches.item_line(_item_body(job, item.files))
-            for job, item in zip(jobs, items, strict=True)
-        ]
-        manifest = contract.BatchManifest(
+        prepared = self.prepare_batch(
+            items,
             batch_id=batch_id,
-            count=len(jobs),
             tenant=tenant,
-            lane=lane,
             callback_url=callback_url,
             item_webhooks=item_webhooks,
-            digest=batches.digest(lines),
-            created_at=time.time(),
+            lane=lane,
         )
+        return await self.submit_prepared(prepared, on_submitted=on_submitted)
+
+    async def submit_prepared(
+        self,
+        prepared: PreparedBatch,
+        *,
+        on_submitted: Callable[[contract.JobId], None] | None = None,
+    ) -> BatchSubmitted:
+        """Write and send a prepared batch. Its manifest is created first, by a conditional
+        write (If-None-Match: *): of two submissions racing on one id, one creates the batch and
+        the other is a re-submission of it (or a BatchConflict), never a second owner."""
+        manifest = prepared.manifest
+        batch_id = manifest.batch_id
         existing = await self.batch_manifest(batch_id)
+        if existing is None and not await self.blobs.create(
+            contract.batch_manifest_blob(batch_id), manifest.to_json(), "application/json"
+        ):
+            existing = await self.batch_manifest(batch_id)
         if existing is not None:
-            return await self._resubmit(existing, manifest, jobs, on_submitted)
+            return await self._resubmit(existing, prepared, on_submitted)
+        await self._write_items(prepared)
+        await self._send_jobs(prepared.jobs, on_submitted)
+        await self._mark_sent(batch_id)
+        count = len(prepared.jobs)
+        return BatchSubmitted(batch_id=batch_id, count=count, created=True, sent=count)
+
+    async def _write_items(self, prepared: PreparedBatch) -> None:
+        """The items as submitted, and their files: kept for retries (idempotent content)."""
         await self.blobs.put(
-            contract.batch_items_blob(batch_id),
-            ("\n".join(lines) + "\n").encode("utf-8"),
+            contract.batch_items_blob(prepared.manifest.batch_id),
+            ("\n".join(prepared.lines) + "\n").encode("utf-8"),
             content_type="application/x-ndjson",
         )
-        for job, item in zip(jobs, items, strict=True):  # kept for retries too
-            await self.upload_files(job.job_id, item.files)
-        await self.blobs.put(
-            contract.batch_manifest_blob(batch_id),
-            manifest.to_json(),
-            content_type="application/json",
-        )
-        await self._send_jobs(jobs, on_submitted)
-        await self._mark_sent(batch_id)
-        return BatchSubmitted(batch_id=batch_id, count=len(jobs), created=True, sent=len(jobs))
+        for job, files in zip(prepared.jobs, prepared.files, strict=True):
+            await self.upload_files(job.job_id, files)
 
     async def _resubmit(
         self,
         existing: contract.BatchManifest,
-        wanted: contract.BatchManifest,
-        jobs: list[contract.Job],
+        prepared: PreparedBatch,
         on_submitted: Callable[[contract.JobId], None] | None,
     ) -> BatchSubmitted:
+        wanted = prepared.manifest
         if existing.tenant != wanted.tenant or existing.digest != wanted.digest:
             raise BatchConflict(f"batch {existing.batch_id} exists with other items or owner")
         batch_id = existing.batch_id
         sent = 0
         if not await self.blobs.exists(contract.batch_sent_blob(batch_id)):
-            # The first submission stopped half-way: send what has no record yet. A job sent
-            # twice renders twice into the same blobs: no duplicate output.
+            # The first submission stopped half-way (or runs now): write its items (the same
+            # bytes) and send what has no record yet. A job sent twice renders twice into the
+            # same blobs: no duplicate output.
+            await self._write_items(prepared)
             done = await self._recorded_items(existing)
-            missing = [job for job in jobs if job.item_index not in done]
+            missing = [job for job in prepared.jobs if job.item_index not in done]
             await self._send_jobs(missing, on_submitted)
             await self._mark_sent(batch_id)
             sent = len(missing)
         return BatchSubmitted(batch_id=batch_id, count=existing.count, created=False, sent=sent)
 
     async def _send_jobs(
-        self, jobs: list[contract.Job], on_submitted: Callable[[contract.JobId], None] | None
+        self,
+        jobs: Sequence[contract.Job | EncodedJob],
+        on_submitted: Callable[[contract.JobId], None] | None,
     ) -> None:
         semaphore = asyncio.Semaphore(16)
 
-        async def one(job: contract.Job) -> None:
+        async def one(job: contract.Job | EncodedJob) -> None:
             async with semaphore:
-                await self.send_job(job)
+                if isinstance(job, EncodedJob):
+                    await self.send_encoded(job)
+                else:
+                    await self.send_job(job)
             if on_submitted:
                 on_submitted(job.job_id)
 
@@ -528,6 +512,18 @@ class ReportFarmClient:
 
 
 RECORD_CACHE_MAX = 200_000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PreparedBatch:
+    """A batch built and checked, nothing written yet (see ReportFarmClient.prepare_batch)."""
+
+    manifest: contract.BatchManifest
+    jobs: list[EncodedJob]
+    """In their stored form: data past the farm's limit, as stored, was refused already."""
+    lines: list[str]
+    """The items as submitted, one JSON line each (the items blob, and the digest's input)."""
+    files: list[Mapping[str, bytes] | None]
 
 
 class BatchConflict(Exception):

@@ -56,6 +56,15 @@ def check_data_size(size: int, *, what: str = "job data", limit: int = MAX_DATA_
         )
 
 
+def payload_bytes(data: Mapping[str, Any]) -> bytes:
+    """Job data as its payload blob stores it: the bytes the farm's limit counts. Raises
+    ContractError for text UTF-8 cannot encode (a lone surrogate)."""
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ContractError(f"job data holds text that is not Unicode: {error.reason}") from None
+
+
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 _OUTPUT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\Z")

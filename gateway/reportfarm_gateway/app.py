@@ -24,7 +24,7 @@ from reportfarm import loops
 from reportfarm import settings as common
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage import accounts
-from reportfarm_gateway import batching, openapi, queries, reports
+from reportfarm_gateway import batching, openapi, protocol, queries, reports
 from reportfarm_gateway.backpressure import QueueDepths
 from reportfarm_gateway.bodies import BodyBudget
 from reportfarm_gateway.context import (
@@ -33,12 +33,14 @@ from reportfarm_gateway.context import (
     DEPTHS,
     DISPATCHER,
     METRICS,
+    OFFLOADER,
     QUOTAS,
     SETTINGS,
     TENANT,
     problem,
 )
 from reportfarm_gateway.metrics import GatewayMetrics
+from reportfarm_gateway.offloading import Offloader
 from reportfarm_gateway.quotas import TenantQuotas
 from reportfarm_gateway.settings import GatewaySettings
 from reportfarm_gateway.webhooks.dispatching import Dispatcher
@@ -54,15 +56,22 @@ def create_app(settings: GatewaySettings) -> web.Application:
             f"the gateway needs {common.CONNECTION_STRING_VAR} or {common.ACCOUNT_URL_VAR}"
         )
     app = web.Application(
-        client_max_size=settings.max_body_bytes, middlewares=[_observe, _authorize, _check_query]
+        client_max_size=settings.max_body_bytes,
+        middlewares=[_observe, _as_json, _authorize, _check_query],
     )
     app[SETTINGS] = settings
     app[METRICS] = GatewayMetrics()
-    app[BODIES] = BodyBudget(limit_bytes=settings.body_budget_bytes, wait_s=settings.body_wait_s)
+    app[BODIES] = BodyBudget(
+        limit_bytes=settings.body_budget_bytes,
+        tenant_bytes=settings.tenant_body_budget_bytes,
+        wait_s=settings.body_wait_s,
+        read_s=settings.body_read_s,
+    )
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
     app.cleanup_ctx.append(_storage)
+    app.cleanup_ctx.append(_offloader)
     if settings.dispatcher:
         app.cleanup_ctx.append(_dispatcher)
     app.router.add_get("/healthz", healthz)
@@ -89,6 +98,14 @@ async def _storage(app: web.Application) -> AsyncIterator[None]:
     await client.close()
 
 
+async def _offloader(app: web.Application) -> AsyncIterator[None]:
+    offloader = Offloader(workers=app[SETTINGS].check_workers)
+    await asyncio.to_thread(offloader.start)
+    app[OFFLOADER] = offloader
+    yield
+    offloader.close()
+
+
 async def _dispatcher(app: web.Application) -> AsyncIterator[None]:
     dispatcher = Dispatcher(
         client=app[CLIENT], settings=app[SETTINGS].webhooks, registry=app[METRICS].registry
@@ -106,9 +123,11 @@ def tenant_of(tokens: Mapping[str, str], header: str) -> str | None:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return None
+    # aiohttp reads header bytes that are not UTF-8 as lone surrogates: such a token is nobody's.
+    presented = given.strip().encode("utf-8", errors="surrogateescape")
     found = None
     for tenant, token in tokens.items():
-        if hmac.compare_digest(given.strip().encode(), token.encode()):
+        if hmac.compare_digest(presented, token.encode()):
             found = tenant
     return found
 
@@ -132,6 +151,25 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
         metrics.in_flight.dec()
         metrics.requests.labels(route=route, method=request.method, status=str(status)).inc()
         metrics.seconds.labels(route=route).observe(time.monotonic() - started)
+
+
+@web.middleware
+async def _as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error is JSON, aiohttp's own (404, 405, 413) included; anything unforeseen is a JSON
+    500 that is logged with its traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        answer = problem(error.status, error.reason)
+        for name in ("Allow", "Retry-After"):
+            if name in error.headers:
+                answer.headers[name] = error.headers[name]
+        return answer
+    except Exception:
+        logger.exception("%s %s failed", request.method, request.path)
+        return problem(500, "the gateway failed on this request (it is logged)")
 
 
 @web.middleware
@@ -215,7 +253,7 @@ async def serve(settings: GatewaySettings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    runner = web.AppRunner(create_app(settings), access_log=None)
+    runner = protocol.AppRunner(create_app(settings), access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host="0.0.0.0", port=settings.port).start()

@@ -17,28 +17,21 @@ from typing import Any
 from aiohttp import web
 
 from reportfarm import batches, contract
-from reportfarm.client import BatchConflict, Submission
-from reportfarm_gateway import bodies
+from reportfarm.client import BatchConflict, PreparedBatch
+from reportfarm_gateway import bodies, checking, content_type, tenancy
 from reportfarm_gateway.context import (
     BODIES,
     CLIENT,
     METRICS,
+    OFFLOADER,
     SETTINGS,
     TENANT,
     backpressure,
     problem,
     refused,
 )
-from reportfarm_gateway.reports import (
-    BadRequest,
-    check_callback,
-    finish_options,
-    job_files,
-    pdf_options,
-)
+from reportfarm_gateway.reports import BadRequest, check_callback
 
-_ITEM_FIELDS = frozenset({"template", "data", "pdf", "finish", "files"})
-_JSONL_TYPES = frozenset({"application/x-ndjson", "application/jsonl", "application/jsonlines"})
 FAILED_LIMIT = 1_000
 
 
@@ -47,43 +40,6 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/v1/batches/{batch_id}", get_batch)
     router.add_post("/v1/batches/{batch_id}/retry", retry_batch)
     router.add_get("/v1/batches/{batch_id}/pdf", get_batch_pdf)
-
-
-def read_items(request: web.Request, raw: bytes) -> list[Any]:
-    """The items of a JSON array or JSONL body (strict JSON, see gateway.bodies)."""
-    if request.content_type in _JSONL_TYPES:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise BadRequest(f"the body is not UTF-8 text: {error}") from None
-        lines = [(number, line) for number, line in enumerate(text.splitlines(), 1)]
-        return [bodies.parse(line, what=f"line {n}") for n, line in lines if line.strip()]
-    items = bodies.parse(raw)
-    if not isinstance(items, list):
-        raise BadRequest("the body is a JSON array of items (or JSONL, one item a line)")
-    return items
-
-
-def to_submission(item: Any, *, index: int, template: str | None) -> Submission:
-    if not isinstance(item, dict):
-        raise BadRequest(f"item {index}: an item is a JSON object")
-    if not isinstance(item.get("data"), dict):
-        if template is None:
-            raise BadRequest(f"item {index}: no data object (or give a template parameter)")
-        return Submission(template=template, data=item)
-    unknown = sorted(set(item) - _ITEM_FIELDS)
-    if unknown:
-        raise BadRequest(f"item {index}: unknown field(s): {', '.join(unknown)}")
-    name = item.get("template", template)
-    if not isinstance(name, str):
-        raise BadRequest(f"item {index}: no template")
-    try:
-        options = pdf_options(item.get("pdf"))
-        finish = finish_options(item.get("finish"))
-        files = job_files(item.get("files"))
-    except BadRequest as error:
-        raise BadRequest(f"item {index}: {error}") from None
-    return Submission(template=name, data=item["data"], pdf=options, finish=finish, files=files)
 
 
 def _flag(value: str | None) -> bool:
@@ -98,58 +54,53 @@ async def post_batch(request: web.Request) -> web.Response:
     """The body is read, parsed and sent while its share of the body budget is held."""
     budget, limit = request.app[BODIES], request.app[SETTINGS].max_body_bytes
     try:
-        async with bodies.received(request, budget, limit=limit) as raw:
-            return await _post_batch(request, raw)
+        media = content_type.require(request, content_type.JSON | content_type.JSONL)
+        async with bodies.received(request, budget, tenant=request[TENANT], limit=limit) as raw:
+            return await _post_batch(request, raw, jsonl=media in content_type.JSONL)
     except bodies.BodyError as error:
         return refused(error)
 
 
-async def _post_batch(request: web.Request, raw: bytes) -> web.Response:
+async def _post_batch(request: web.Request, raw: bytes, *, jsonl: bool) -> web.Response:
     tenant = request[TENANT]
     settings = request.app[SETTINGS]
     client = request.app[CLIENT]
     query = request.query
     try:
-        batch_id = query.get("batch_id")
-        if batch_id is not None:
-            contract.validate_batch_id(batch_id)
-        raw_items = read_items(request, raw)
-        if not raw_items:
-            raise BadRequest("a batch has at least one item")
-        if len(raw_items) > settings.max_batch_items:
-            return problem(413, f"a batch has at most {settings.max_batch_items} items")
-        items = [
-            to_submission(item, index=index, template=query.get("template"))
-            for index, item in enumerate(raw_items)
-        ]
+        name = query.get("batch_id") or contract.new_job_id()
+        batch_id = tenancy.stored_batch_id(tenant, name)
         item_webhooks = _flag(query.get("item_webhooks"))
         callback = await check_callback(request, query.get("callback_url"), tenant)
-        for index, item in enumerate(items):  # every item valid before anything is sent
-            try:
-                client.build_job(item)
-            except contract.ContractError as error:
-                raise BadRequest(f"item {index}: {error}") from None
-    except BadRequest as error:
-        return problem(400, str(error))
-    except contract.ContractError as error:
-        return problem(400, str(error))
-    answer = await backpressure(request, "bulk")
-    if answer is not None:
-        return answer
-    try:
-        submitted = await client.submit_batch(
-            items,
+        prepared = await request.app[OFFLOADER].run(
+            tenant,
+            checking.check_batch,
+            raw=raw,
+            jsonl=jsonl,
+            cpu_s=settings.parse_cpu_s,
+            max_items=settings.max_batch_items,
+            template=query.get("template"),
             batch_id=batch_id,
             tenant=tenant,
             callback_url=callback,
             item_webhooks=item_webhooks,
         )
-    except BatchConflict as error:
-        return problem(409, str(error))
+    except BadRequest as error:
+        return problem(400, str(error))
+    except contract.ContractError as error:
+        return problem(400, str(error))
+    if not isinstance(prepared, PreparedBatch):
+        return problem(prepared.status, prepared.detail)
+    answer = await backpressure(request, "bulk")
+    if answer is not None:
+        return answer
+    try:
+        submitted = await client.submit_prepared(prepared)
+    except BatchConflict:
+        return problem(409, f"batch {name} exists with other items")
     request.app[METRICS].jobs.labels(lane="bulk").inc(submitted.sent)
-    location = f"/v1/batches/{submitted.batch_id}"
+    location = f"/v1/batches/{name}"
     body = {
-        "batch_id": submitted.batch_id,
+        "batch_id": name,
         "count": submitted.count,
         "created": submitted.created,
         "sent": submitted.sent,
@@ -160,9 +111,8 @@ async def _post_batch(request: web.Request, raw: bytes) -> web.Response:
 
 
 async def _owned_manifest(request: web.Request) -> contract.BatchManifest | None:
-    batch_id = request.match_info["batch_id"]
     try:
-        contract.validate_batch_id(batch_id)
+        batch_id = tenancy.stored_batch_id(request[TENANT], request.match_info["batch_id"])
     except contract.ContractError:
         return None
     manifest = await request.app[CLIENT].batch_manifest(batch_id)
@@ -180,13 +130,15 @@ async def get_batch(request: web.Request) -> web.Response:
     if manifest is None:
         return _not_found(request)
     status = await request.app[CLIENT].batch_status(manifest.batch_id)
-    return web.json_response(status_body(status))
+    return web.json_response(status_body(status, name=request.match_info["batch_id"]))
 
 
-def status_body(status: batches.BatchStatus) -> dict[str, Any]:
+def status_body(status: batches.BatchStatus, *, name: str) -> dict[str, Any]:
+    """The batch's state as JSON, under the name its tenant gave it."""
     body = status.to_dict(failed_limit=FAILED_LIMIT)
+    body["batch_id"] = name
     body["failed_items_truncated"] = len(status.failed_items) > FAILED_LIMIT
-    location = f"/v1/batches/{status.batch_id}"
+    location = f"/v1/batches/{name}"
     body["links"] = {"status": location, "retry": f"{location}/retry", "pdf": f"{location}/pdf"}
     return body
 
@@ -200,8 +152,9 @@ async def retry_batch(request: web.Request) -> web.Response:
         return answer
     retried = await request.app[CLIENT].retry_batch(manifest.batch_id)
     request.app[METRICS].jobs.labels(lane="bulk").inc(len(retried))
-    location = f"/v1/batches/{manifest.batch_id}"
-    body = {"batch_id": manifest.batch_id, "retried": retried, "count": len(retried)}
+    name = request.match_info["batch_id"]
+    location = f"/v1/batches/{name}"
+    body = {"batch_id": name, "retried": retried, "count": len(retried)}
     return web.json_response(body, status=202 if retried else 200, headers={"Location": location})
 
 

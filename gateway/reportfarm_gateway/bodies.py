@@ -1,103 +1,170 @@
-"""Request bodies: read within the farm's one size limit, under a memory budget, parsed strictly.
+"""Request bodies: read within the farm's one size limit, under per-tenant and total budgets, by
+a deadline.
 
-- **Size** (:func:`read`): the limit is ``contract.MAX_DATA_BYTES`` (or a lower setting). A
-  ``Content-Length`` past it is answered 413 before a byte of the body is read; a chunked body is
-  read chunk by chunk and answered 413 as soon as it passes the limit.
-- **Memory** (:class:`BodyBudget`): the raw bytes of the bodies being read and processed at once
-  are bounded; a request whose body does not fit waits (its body stays in the socket, not here)
-  and after ``wait_s`` gets 503 + Retry-After. Parsing multiplies a body's size, so this budget is
-  what bounds the gateway's memory under concurrent large requests.
-- **Parsing** (:func:`parse`): strict JSON. ``NaN``, ``Infinity`` and numbers too large for a
-  float (``1e999``) are refused, as is nesting deeper than :data:`MAX_DEPTH`, each with a 400
-  that says why (Python's parser accepts the first two, and raises RecursionError on the last
-  past about 1,000 levels; below that, the job's later steps would).
+- **Size** (:func:`received`): the limit is ``contract.MAX_DATA_BYTES`` (or a lower setting). A
+  ``Content-Length`` past it is answered 413 before a byte of the body is read; any body (chunked,
+  or inflated from ``Content-Encoding: gzip``) is answered 413 as soon as what it inflates to
+  passes the limit. A body that is not what its ``Content-Encoding`` says is a 400.
+- **Memory** (:class:`BodyBudget`): bytes of bodies held at once, counted as they are inflated,
+  under two bounds. Each tenant has its own share (``tenant_bytes``): a request reserves its
+  ``Content-Length`` of it before reading (a body too large for what is left waits, unread in the
+  socket, then gets 503 + Retry-After after ``wait_s``), and inflated bytes past that count too.
+  The total (``limit_bytes``) counts only bytes that have arrived, so a connection that declares
+  16 MiB and sends nothing holds none of it: one tenant can exhaust its share, never the others'.
+- **Deadline**: the whole body must arrive within ``read_s`` (else 408), so a stalled connection
+  gives back its share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import math
-import re
 from collections.abc import AsyncIterator
-from typing import Any
 
-from aiohttp import web
+from aiohttp import http_exceptions, web, web_protocol
 
 from reportfarm import contract
 
-MAX_DEPTH = 200
-"""Deepest nesting of arrays and objects a request body may have."""
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_INNERMOST = re.compile(r"\[\]|\{\}")
+CHUNK_BYTES = 256 * 1024
 
 
 class BodyError(Exception):
-    """A body the gateway refuses; ``status`` is the HTTP answer (400, 413 or 503)."""
+    """A body the gateway refuses; ``status`` is the HTTP answer (400, 408, 413, 415 or 503)."""
 
-    def __init__(self, status: int, detail: str, *, retry_after: int | None = None) -> None:
+    def __init__(
+        self, status: int, detail: str, *, retry_after: int | None = None, unread: bool = False
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.retry_after = retry_after
+        self.unread = unread
+        """The body was not read to its end: the answer closes the connection."""
 
 
 class BodyBudget:
-    """At most ``limit_bytes`` of request bodies in the gateway at once (see the module doc)."""
+    """Bytes of request bodies held at once: per tenant and in total (see the module doc)."""
 
-    def __init__(self, *, limit_bytes: int, wait_s: float) -> None:
+    def __init__(
+        self, *, limit_bytes: int, tenant_bytes: int, wait_s: float, read_s: float = 30.0
+    ) -> None:
         self.limit_bytes = limit_bytes
+        self.tenant_bytes = tenant_bytes
         self.wait_s = wait_s
+        self.read_s = read_s
         self.in_use = 0
+        """Bytes of bodies that have arrived and are held (all tenants)."""
+        self.tenants: dict[str, int] = {}
+        """Each tenant's share in use: its reservations, and inflated bytes past them."""
         self._changed = asyncio.Condition()
 
-    @contextlib.asynccontextmanager
-    async def reserve(self, size: int) -> AsyncIterator[None]:
-        """Hold ``size`` bytes of the budget (a body larger than the whole budget holds all)."""
-        size = min(size, self.limit_bytes)
+    def tenant_in_use(self, tenant: str) -> int:
+        return self.tenants.get(tenant, 0)
+
+    async def reserve(self, tenant: str, size: int) -> None:
+        """Hold ``size`` bytes of the tenant's share (a body larger than the share holds all)."""
+        size = min(size, self.tenant_bytes)
         async with self._changed:
             try:
                 await asyncio.wait_for(
-                    self._changed.wait_for(lambda: self.in_use + size <= self.limit_bytes),
+                    self._changed.wait_for(
+                        lambda: self.tenant_in_use(tenant) + size <= self.tenant_bytes
+                    ),
                     self.wait_s,
                 )
             except TimeoutError:
                 raise BodyError(
                     503,
-                    f"the gateway is reading {self.in_use} bytes of other bodies: try again",
+                    f"tenant {tenant} has {self.tenant_in_use(tenant)} bytes of bodies being read:"
+                    " try again",
+                    retry_after=1,
+                ) from None
+            self.tenants[tenant] = self.tenant_in_use(tenant) + size
+
+    async def take(self, tenant: str, size: int, *, beyond_share: int) -> None:
+        """``size`` more bytes arrived: hold them in the total, and ``beyond_share`` of them in
+        the tenant's share too (bytes past its reservation)."""
+        async with self._changed:
+            try:
+                await asyncio.wait_for(
+                    self._changed.wait_for(
+                        lambda: (
+                            self.in_use + size <= self.limit_bytes
+                            and self.tenant_in_use(tenant) + beyond_share <= self.tenant_bytes
+                        )
+                    ),
+                    self.wait_s,
+                )
+            except TimeoutError:
+                raise BodyError(
+                    503,
+                    f"the gateway holds {self.in_use} bytes of bodies: try again",
                     retry_after=1,
                 ) from None
             self.in_use += size
-        try:
-            yield
-        finally:
-            async with self._changed:
-                self.in_use -= size
-                self._changed.notify_all()
+            self.tenants[tenant] = self.tenant_in_use(tenant) + beyond_share
+
+    async def give_back(self, tenant: str, *, held: int, share: int) -> None:
+        async with self._changed:
+            self.in_use -= held
+            left = self.tenant_in_use(tenant) - share
+            if left > 0:
+                self.tenants[tenant] = left
+            else:
+                self.tenants.pop(tenant, None)
+            self._changed.notify_all()
 
 
 @contextlib.asynccontextmanager
-async def received(request: web.Request, budget: BodyBudget, *, limit: int) -> AsyncIterator[bytes]:
-    """The request's body, read within ``limit``, while its share of the budget is held: keep
-    what is parsed from it inside the block."""
+async def received(
+    request: web.Request, budget: BodyBudget, *, tenant: str, limit: int
+) -> AsyncIterator[bytes]:
+    """The request's body, read within ``limit`` and ``budget.read_s`` while its bytes are held
+    in the budget: keep what is parsed from it inside the block."""
     declared = request.content_length
     if declared is not None and declared > limit:  # before waiting for the budget, too
         raise BodyError(413, _too_large(f"the body ({declared} bytes, Content-Length)", limit))
-    async with budget.reserve(limit if declared is None else declared):
-        yield await read(request, limit=limit)
+    held = _Held(reserved=min(limit if declared is None else declared, budget.tenant_bytes))
+    await budget.reserve(tenant, held.reserved)
+    held.share = held.reserved
+    try:
+        try:
+            async with asyncio.timeout(budget.read_s):
+                body = await _read(request, budget, tenant=tenant, limit=limit, held=held)
+        except TimeoutError:
+            detail = f"the body did not arrive within {budget.read_s:g} s"
+            raise BodyError(408, detail, unread=True) from None
+        except (http_exceptions.HttpProcessingError, web_protocol.RequestPayloadError) as error:
+            # e.g. Content-Encoding: gzip on a body that is not gzip
+            cause = error.__cause__ if error.__cause__ is not None else error
+            detail = getattr(cause, "message", None) or str(cause)
+            raise BodyError(
+                400, f"the body cannot be read: {detail.strip()}", unread=True
+            ) from None
+        yield body
+    finally:
+        await budget.give_back(tenant, held=held.held, share=held.share)
 
 
-async def read(request: web.Request, *, limit: int) -> bytes:
-    """The whole body, or BodyError(413) as soon as it is known to pass ``limit``."""
-    declared = request.content_length
-    if declared is not None and declared > limit:
-        raise BodyError(413, _too_large(f"the body ({declared} bytes, Content-Length)", limit))
+class _Held:
+    def __init__(self, *, reserved: int) -> None:
+        self.reserved = reserved
+        self.share = 0
+        self.held = 0
+
+
+async def _read(
+    request: web.Request, budget: BodyBudget, *, tenant: str, limit: int, held: _Held
+) -> bytes:
     body = bytearray()
-    async for chunk in request.content.iter_chunked(256 * 1024):
+    async for chunk in request.content.iter_chunked(CHUNK_BYTES):
+        size = len(body) + len(chunk)
+        if size > limit:
+            raise BodyError(413, _too_large("the body", limit), unread=True)
+        beyond = max(0, size - held.reserved) - max(0, len(body) - held.reserved)
+        await budget.take(tenant, len(chunk), beyond_share=beyond)
+        held.held += len(chunk)
+        held.share += beyond
         body += chunk
-        if len(body) > limit:
-            raise BodyError(413, _too_large("the body", limit))
     return bytes(body)
 
 
@@ -107,50 +174,3 @@ def _too_large(what: str, limit: int) -> str:
     except contract.ContractError as error:
         return str(error).replace(f"is {limit + 1} bytes, over", "is over")
     raise AssertionError("unreachable")
-
-
-def parse(raw: bytes | str, *, what: str = "the body") -> Any:
-    """Strict JSON: BodyError(400) for invalid text, NaN/Infinity, 1e999, or deep nesting."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError as error:
-        raise BodyError(400, f"{what} is not UTF-8 text: {error}") from None
-    if nested_deeper(text):
-        raise BodyError(400, f"{what} is nested deeper than {MAX_DEPTH} levels")
-    try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except _NotFinite as error:
-        raise BodyError(400, f"{what} is not strict JSON: {error}") from None
-    except RecursionError:  # depth() said no, but stay safe
-        raise BodyError(400, f"{what} is nested too deep") from None
-    except ValueError as error:
-        raise BodyError(400, f"{what} is not JSON: {error}") from None
-
-
-def nested_deeper(text: str, *, limit: int = MAX_DEPTH) -> bool:
-    """Whether arrays and objects in JSON text nest deeper than ``limit``, with the regular
-    expression engine doing the walking (no recursion, no Python loop per character): strings
-    out, everything but brackets out, then one innermost level off per pass."""
-    if text.count("[") + text.count("{") <= limit:
-        return False  # too few brackets to nest that deep
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
-    for _ in range(limit):
-        brackets = _INNERMOST.sub("", brackets)
-        if not brackets:
-            return False
-    return True
-
-
-class _NotFinite(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotFinite(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotFinite(f"{text[:40]} is too large for a number")
-    return value

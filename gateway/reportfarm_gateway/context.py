@@ -8,6 +8,7 @@ from reportfarm.client import ReportFarmClient
 from reportfarm_gateway.backpressure import QueueDepths
 from reportfarm_gateway.bodies import BodyBudget, BodyError
 from reportfarm_gateway.metrics import GatewayMetrics
+from reportfarm_gateway.offloading import Offloader
 from reportfarm_gateway.quotas import TenantQuotas
 from reportfarm_gateway.settings import GatewaySettings
 from reportfarm_gateway.webhooks.dispatching import Dispatcher
@@ -21,6 +22,8 @@ DEPTHS = web.AppKey("depths", QueueDepths)
 DISPATCHER = web.AppKey("dispatcher", Dispatcher)
 BODIES = web.AppKey("bodies", BodyBudget)
 """The budget of request bodies read and processed at once (see gateway.bodies)."""
+OFFLOADER = web.AppKey("offloader", Offloader)
+"""The worker processes that parse and check request bodies (see gateway.offloading)."""
 TENANT = web.RequestKey("tenant", str)
 """The authenticated tenant of a /v1 request."""
 
@@ -35,7 +38,10 @@ def problem(
 
 def refused(error: BodyError) -> web.Response:
     """The answer to a body the gateway refuses (400, 413 or 503)."""
-    return problem(error.status, str(error), retry_after=error.retry_after)
+    answer = problem(error.status, str(error), retry_after=error.retry_after)
+    if error.unread:
+        answer.force_close()
+    return answer
 
 
 async def backpressure(request: web.Request, lane: str) -> web.Response | None:

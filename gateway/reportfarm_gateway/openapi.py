@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from reportfarm import contract, finishing
-from reportfarm_gateway import bodies
+from reportfarm_gateway import parsing, tenancy
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-_BATCH_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+_BATCH_ID = tenancy.NAME_PATTERN
 _TEMPLATE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 _LENGTH = r"^\d+(\.\d+)?(px|in|cm|mm)?$"
 
@@ -343,7 +343,10 @@ def _report_paths() -> dict[str, Any]:
                         "in": "header",
                         "required": False,
                         "schema": {"type": "string", "maxLength": 256},
-                        "description": "The same key (per tenant) sends nothing new.",
+                        "description": (
+                            "The same key (per tenant) with the same body sends nothing new; "
+                            "with another body it is a 422."
+                        ),
                     },
                 ],
                 "requestBody": {
@@ -360,10 +363,15 @@ def _report_paths() -> dict[str, Any]:
                     ),
                     "400": _bad_request(
                         "Not a valid report request (strict JSON: no NaN or Infinity, "
-                        f"nesting at most {bodies.MAX_DEPTH} deep)."
+                        f"nesting at most {parsing.MAX_DEPTH} deep)."
                     ),
                     "413": _error(_TOO_LARGE),
-                    "422": _json(_ref("ReportStatus"), "The job failed within wait_s."),
+                    "422": _json(
+                        _ref("ReportStatus"),
+                        "The job failed within wait_s; or (an error) the Idempotency-Key was "
+                        "used with another body.",
+                    ),
+                    **_BODY_ERRORS,
                     "503": _error(
                         "The interactive lane is full, or the gateway is reading too many "
                         "large bodies.",
@@ -398,6 +406,12 @@ def _report_paths() -> dict[str, Any]:
             "get": {"summary": "A report's PDF.", "parameters": [job_id], "responses": pdf_answers}
         },
     }
+
+
+_BODY_ERRORS = {
+    "408": _error("The body did not arrive within the read deadline."),
+    "415": _error("A Content-Type this call does not take (or a charset other than UTF-8)."),
+}
 
 
 def _batch_paths() -> dict[str, Any]:
@@ -456,9 +470,10 @@ def _batch_paths() -> dict[str, Any]:
                     ),
                     "400": _bad_request(
                         "Not a valid batch (strict JSON: no NaN or Infinity, nesting at most "
-                        f"{bodies.MAX_DEPTH} deep)."
+                        f"{parsing.MAX_DEPTH} deep)."
                     ),
-                    "409": _error("The batch id is taken by other items."),
+                    "409": _error("This tenant's batch id is taken by other items."),
+                    **_BODY_ERRORS,
                     "413": _error(f"Too many items, or {_TOO_LARGE[0].lower()}{_TOO_LARGE[1:]}"),
                     "503": _error(
                         "The bulk lane is full, or the gateway is reading too many large bodies.",

@@ -12,10 +12,6 @@ Batch items are reports too, under their job ids (``<batch id>-<index:06d>``).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -26,13 +22,14 @@ from typing import Any
 
 from aiohttp import web
 
-from reportfarm import batches, contract, finishing, netpolicy
-from reportfarm.client import ReportFarmClient, Submission
-from reportfarm_gateway import bodies
+from reportfarm import batches, contract, netpolicy
+from reportfarm.client import ReportFarmClient
+from reportfarm_gateway import bodies, checking, content_type, tenancy
 from reportfarm_gateway.context import (
     BODIES,
     CLIENT,
     METRICS,
+    OFFLOADER,
     SETTINGS,
     TENANT,
     backpressure,
@@ -46,8 +43,8 @@ _REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url",
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 
-class BadRequest(ValueError):
-    """The request cannot become a job; the message says why (400)."""
+BadRequest = checking.BadRequest
+_JSON = "application/json"
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -72,118 +69,21 @@ async def check_callback(request: web.Request, url: object, tenant: str) -> str 
     return url
 
 
-def pdf_options(value: object) -> contract.PdfOptions | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise BadRequest("pdf must be an object of PDF options")
-    try:
-        options = contract.PdfOptions(**value)
-        options.validate()  # every field's type too, as the contract reads it
-    except (TypeError, contract.ContractError) as error:
-        raise BadRequest(f"bad pdf options: {error}") from None
-    return options
-
-
-def finish_options(value: object) -> finishing.Finish | None:
-    """The ``finish`` object as the contract reads it (its files are checked with the job)."""
-    if value is None:
-        return None
-    nulls = _nulls(value, "finish")
-    if nulls:
-        raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls[:5])}")
-    try:
-        finish = finishing.Finish.from_dict(value)
-    except finishing.FinishError as error:
-        raise BadRequest(f"bad finish options: {error}") from None
-    return None if finish.empty else finish
-
-
-def _nulls(value: object, where: str) -> list[str]:
-    """Where ``value`` (a small options object) holds a JSON null."""
-    if value is None:
-        return [where]
-    if isinstance(value, dict):
-        return [null for key, item in value.items() for null in _nulls(item, f"{where}.{key}")]
-    if isinstance(value, list):
-        return [
-            null for index, item in enumerate(value) for null in _nulls(item, f"{where}[{index}]")
-        ]
-    return []
-
-
-def job_files(value: object) -> dict[str, bytes] | None:
-    """``files``: an object of file name -> content in base64 (standard alphabet, padded)."""
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not value:
-        raise BadRequest("files must be an object of file name -> base64 content")
-    files: dict[str, bytes] = {}
-    for name, content in value.items():
-        if not finishing.valid_file_name(name):
-            raise BadRequest(f"file name {name[:100]!r} must be 1-100 of [A-Za-z0-9._-]")
-        try:
-            if not isinstance(content, str):
-                raise binascii.Error("not text")
-            files[name] = base64.b64decode(content, validate=True)
-        except binascii.Error:
-            raise BadRequest(f"file {name!r} is not base64 text") from None
-    return files
-
-
-def _job_id(tenant: str, key: str | None) -> str | None:
-    if key is None:
-        return None
-    digest = hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()
-    return f"k{digest[:39]}"
-
-
-def read_report(request: web.Request, raw: bytes) -> tuple[Submission, float, object]:
-    """The request as a submission on the interactive lane, its wait and its callback URL (still
-    to check); or BadRequest (BodyError for a body that is not strict JSON)."""
-    tenant = request[TENANT]
-    body = bodies.parse(raw)
-    if not isinstance(body, dict):
-        raise BadRequest("the body is a JSON object")
-    unknown = sorted(set(body) - _REPORT_FIELDS)
-    if unknown:
-        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
-    nulls = sorted(key for key, value in body.items() if value is None)
-    if nulls:
-        raise BadRequest(f"leave out what you do not set, no null: {', '.join(nulls)}")
-    wait_s = body.get("wait_s", request.app[SETTINGS].default_wait_s)
-    if (
-        isinstance(wait_s, bool)
-        or not isinstance(wait_s, int | float)
-        or not 0 <= wait_s < math.inf
-    ):
-        raise BadRequest("wait_s must be a number of seconds, 0 or more")
-    if not isinstance(body.get("data"), dict):
-        raise BadRequest("data must be a JSON object")
-    if not isinstance(body.get("template"), str):
-        raise BadRequest("template must be a template name")
-    key = request.headers.get("Idempotency-Key")
-    if key is not None and not 0 < len(key) <= 256:
-        raise BadRequest("Idempotency-Key is 1 to 256 characters")
-    submission = Submission(
-        template=body["template"],
-        data=body["data"],
-        job_id=_job_id(tenant, key),
-        pdf=pdf_options(body.get("pdf")),
-        finish=finish_options(body.get("finish")),
-        files=job_files(body.get("files")),
-        tenant=tenant,
-        lane="interactive",
-    )
-    return submission, float(wait_s), body.get("callback_url")
+def idempotency_key(request: web.Request) -> str | None:
+    """The Idempotency-Key header: 1 to 256 printable ASCII characters (400 otherwise)."""
+    key = request.headers.get("Idempotency-Key")  # lone surrogates: bytes that were not UTF-8
+    if key is not None and not (0 < len(key) <= 256 and key.isascii() and key.isprintable()):
+        raise BadRequest("Idempotency-Key is 1 to 256 printable ASCII characters")
+    return key
 
 
 async def post_report(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     client = request.app[CLIENT]
     try:
+        content_type.require(request, content_type.JSON)
         async with bodies.received(
-            request, request.app[BODIES], limit=settings.max_body_bytes
+            request, request.app[BODIES], tenant=request[TENANT], limit=settings.max_body_bytes
         ) as raw:
             accepted = await _accept(request, raw)
     except bodies.BodyError as error:
@@ -202,35 +102,60 @@ async def post_report(request: web.Request) -> web.StreamResponse:
 
 
 async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.StreamResponse:
-    """Parse, check and send the job: (its id, the wait asked for), or the error answer."""
+    """Check the job in its stored form (in a worker process), then write and send it: (its id,
+    the wait asked for), or the error answer. Every check comes before anything is written."""
     client = request.app[CLIENT]
+    settings = request.app[SETTINGS]
+    tenant = request[TENANT]
     try:
-        submission, wait_s, callback_url = read_report(request, raw)
-        callback = await check_callback(request, callback_url, request[TENANT])
-        job = client.build_job(dataclasses.replace(submission, callback_url=callback))
+        checked = await request.app[OFFLOADER].run(
+            tenant,
+            checking.check_report,
+            raw=raw,
+            tenant=tenant,
+            key=idempotency_key(request),
+            default_wait_s=settings.default_wait_s,
+            cpu_s=settings.parse_cpu_s,
+        )
+        if isinstance(checked, checking.Refusal):
+            return problem(checked.status, checked.detail)
+        await check_callback(request, checked.callback_url, tenant)
     except BadRequest as error:
         return problem(400, str(error))
-    except contract.ContractError as error:
-        return problem(400, f"invalid job: {error}")
     answer = await backpressure(request, "interactive")
     if answer is not None:
         return answer
-    known = submission.job_id is not None and await client.blobs.exists(
-        contract.job_note_blob(job.job_id)
-    )
-    if not known:  # a repeated Idempotency-Key sends nothing new
+    job = checked.job
+    note = json.dumps(checked.note).encode("utf-8")
+    if checked.keyed:  # the first request with this key owns the job id (a conditional write)
+        if not await client.blobs.create(contract.job_note_blob(job.job_id), note, _JSON):
+            if await _noted_digest(client, job.job_id) != checked.note["digest"]:
+                return problem(422, "this Idempotency-Key was used with another body")
+            return job.job_id, checked.wait_s  # a repeated key sends nothing new
+        await client.upload_files(job.job_id, checked.files)
+        await client.send_encoded(job)
+    else:
         # Both at once: the sooner the job is on the lane, the sooner a renderer takes it. A job
         # whose note failed is still served; only its GET answers 404 until it has a record.
-        await client.upload_files(job.job_id, submission.files)
+        await client.upload_files(job.job_id, checked.files)
         noted, sent = await asyncio.gather(
-            _note(client, job), client.send_job(job), return_exceptions=True
+            client.blobs.put(contract.job_note_blob(job.job_id), note, content_type=_JSON),
+            client.send_encoded(job),
+            return_exceptions=True,
         )
         if isinstance(sent, BaseException):
             raise sent
         if isinstance(noted, BaseException):
             logger.warning("could not note job %s: %s", job.job_id, noted)
-        request.app[METRICS].jobs.labels(lane="interactive").inc()
-    return job.job_id, wait_s
+    request.app[METRICS].jobs.labels(lane="interactive").inc()
+    return job.job_id, checked.wait_s
+
+
+async def _noted_digest(client: ReportFarmClient, job_id: str) -> str | None:
+    try:
+        return json.loads(await client.blobs.get(contract.job_note_blob(job_id))).get("digest")
+    except KeyError:
+        return None
 
 
 def _gone(request: web.Request) -> bool:
@@ -290,32 +215,13 @@ async def await_record(
     return None
 
 
-async def _note(client: ReportFarmClient, job: contract.Job) -> None:
-    """The gateway's note of an accepted job: who owns it (for GET) and its callback."""
-    note = {
-        "job_id": job.job_id,
-        "tenant": job.tenant,
-        "template": job.template,
-        "lane": job.lane,
-        "callback_url": job.callback_url,
-        "submitted_at": job.submitted_at,
-    }
-    await client.blobs.put(
-        contract.job_note_blob(job.job_id),
-        json.dumps(note).encode("utf-8"),
-        content_type="application/json",
-    )
-
-
 async def _pdf(request: web.Request, record: contract.ResultRecord) -> web.Response:
     data = await request.app[CLIENT].download(record)
+    job_id = tenancy.shown_job_id(record.tenant, record.job_id)
     return web.Response(
         body=data,
         content_type="application/pdf",
-        headers={
-            "X-Reportfarm-Job-Id": record.job_id,
-            "Content-Location": f"/v1/reports/{record.job_id}/pdf",
-        },
+        headers={"X-Reportfarm-Job-Id": job_id, "Content-Location": f"/v1/reports/{job_id}/pdf"},
     )
 
 
@@ -328,7 +234,9 @@ def status_body(job_id: str, record: contract.ResultRecord | None) -> dict[str, 
         "state": record.state,
         "error": record.error,
         "attempts": record.attempts,
-        "batch_id": record.batch_id,
+        "batch_id": (
+            tenancy.shown_batch_id(record.tenant, record.batch_id) if record.batch_id else None
+        ),
         "item_index": record.item_index,
         "submitted_at": record.submitted_at,
         "finished_at": record.finished_at,
@@ -346,30 +254,42 @@ async def find_report(
     request: web.Request, job_id: str
 ) -> tuple[bool, contract.ResultRecord | None]:
     """(whether the tenant may see this job, its current record). Unknown and other tenants'
-    jobs look the same: not found."""
+    jobs look the same: not found, after the same reads (record, note, and the manifest for a
+    batch item's id), made at once, whatever exists."""
     if not _ID_RE.match(job_id):
         return False, None
     tenant = request[TENANT]
     client = request.app[CLIENT]
-    record = await client.result(job_id)
+    job_id = tenancy.stored_job_id(tenant, job_id)
     item = contract.split_batch_item_job_id(job_id)
-    if item is not None:
-        manifest = await client.batch_manifest(item[0])
-        if manifest is not None and item[1] < manifest.count:
-            if manifest.tenant != tenant:
-                return False, None
-            if record is not None:
-                latest = batches.latest_retry(await client.batch_retries(item[0]))
-                if batches.is_stale(record, latest.get(item[1])):
-                    record = None
-            return True, record
+    record, note, manifest = await asyncio.gather(
+        client.result(job_id),
+        _read_note(client, job_id),
+        client.batch_manifest(item[0]) if item is not None else _nothing(),
+    )
+    if item is not None and manifest is not None and item[1] < manifest.count:
+        if manifest.tenant != tenant:
+            return False, None
+        if record is not None:
+            latest = batches.latest_retry(await client.batch_retries(item[0]))
+            if batches.is_stale(record, latest.get(item[1])):
+                record = None
+        return True, record
     if record is not None:
         return record.tenant == tenant, record
+    return note is not None and note.get("tenant") == tenant, None
+
+
+async def _read_note(client: ReportFarmClient, job_id: str) -> dict[str, Any] | None:
     try:
         note = json.loads(await client.blobs.get(contract.job_note_blob(job_id)))
     except KeyError:
-        return False, None
-    return note.get("tenant") == tenant, None
+        return None
+    return note if isinstance(note, dict) else None
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def get_report(request: web.Request) -> web.Response:

@@ -61,9 +61,24 @@ class GatewaySettings(common.FromEnv):
     )
     """REPORTFARM_GATEWAY_BODY_BUDGET_MB: request bodies read and processed at once, in bytes; a
     request that does not fit waits (its body unread) up to body_wait_s, then gets 503. This
-    bounds the gateway's memory under concurrent large requests (see gateway.bodies)."""
+    bounds the gateway's memory under concurrent large requests; only bytes that have arrived
+    count (see gateway.bodies)."""
+    tenant_body_budget_bytes: int = common.setting(
+        "REPORTFARM_GATEWAY_TENANT_BODY_BUDGET_MB", contract.MAX_DATA_BYTES, minimum=1, unit=2**20
+    )
+    """REPORTFARM_GATEWAY_TENANT_BODY_BUDGET_MB: each tenant's own share of bodies being read: a
+    request reserves its Content-Length of it (inflated bytes past that count too), so a tenant
+    that stalls or floods bodies waits on its own share, never on the others' (gateway.bodies)."""
     body_wait_s: float = common.setting("REPORTFARM_GATEWAY_BODY_WAIT_S", 30.0)
     """REPORTFARM_GATEWAY_BODY_WAIT_S: how long a request waits for room in the body budget."""
+    body_read_s: float = common.setting("REPORTFARM_GATEWAY_BODY_READ_S", 30.0, minimum=0.1)
+    """REPORTFARM_GATEWAY_BODY_READ_S: the whole body must arrive within this (else 408)."""
+    check_workers: int = common.setting("REPORTFARM_GATEWAY_CHECK_WORKERS", 2, minimum=1)
+    """REPORTFARM_GATEWAY_CHECK_WORKERS: worker processes that parse and check request bodies
+    (the event loop never does); one tenant may use all but one of them (gateway.offloading)."""
+    parse_cpu_s: float = common.setting("REPORTFARM_GATEWAY_PARSE_CPU_S", 5.0, minimum=0.01)
+    """REPORTFARM_GATEWAY_PARSE_CPU_S: CPU seconds one body's parsing and checking may take, in a
+    worker process (else 400)."""
     max_merge_items: int = common.setting("REPORTFARM_GATEWAY_MAX_MERGE_ITEMS", 2_000)
     """REPORTFARM_GATEWAY_MAX_MERGE_ITEMS: the largest batch merged into one PDF."""
     dispatcher: bool = common.setting("REPORTFARM_GATEWAY_DISPATCHER", True)

@@ -47,6 +47,20 @@ class BlobStore:
             content_settings=ContentSettings(content_type=content_type),
         )
 
+    async def create(self, name: str, data: bytes, content_type: str) -> bool:
+        """Write the blob only if it does not exist (If-None-Match: *): True when this call
+        created it, False when it was there already. Atomic: of writers racing, one wins."""
+        try:
+            await self._container.upload_blob(
+                name,
+                data,
+                overwrite=False,
+                content_settings=ContentSettings(content_type=content_type),
+            )
+        except azure_errors.ResourceExistsError:
+            return False
+        return True
+
     def blocks(
         self, name: str, *, content_type: str, block_bytes: int = BLOCK_BYTES
     ) -> BlockUpload:

@@ -11,6 +11,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 from reportfarm_gateway import app as gateway_app
+from reportfarm_gateway import protocol
 from reportfarm_gateway.settings import GatewaySettings
 from reportfarm_gateway.webhooks.settings import WebhookSettings
 from reportfarm_renderer import service
@@ -61,7 +62,7 @@ class Gateway:
 @contextlib.asynccontextmanager
 async def running_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
     application = gateway_app.create_app(settings)
-    runner = web.AppRunner(application, access_log=None)
+    runner = protocol.AppRunner(application, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host="127.0.0.1", port=0)
     await site.start()

@@ -16,6 +16,7 @@ from typing import Any
 
 import pypdf
 import pytest
+from reportfarm_gateway import tenancy
 
 from reportfarm import contract
 from reportfarm.client import ReportFarmClient
@@ -73,7 +74,8 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
         assert {item["index"] for item in state["failed_items"]} == BROKEN
         assert all("UnknownTemplateError" in item["error"] for item in state["failed_items"])
 
-        # The same batch again sends nothing; other items or another tenant under its id: 409.
+        # The same batch again sends nothing; other items under its id: 409 (another tenant's
+        # batch of that name is its own: tests/gateway/test_tenant_isolation.py).
         async with gateway.http.post(
             gateway.at("/v1/batches"), params={"batch_id": batch_id}, json=items(), headers=auth()
         ) as again:
@@ -92,21 +94,15 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
             headers=auth(),
         ) as other_items:
             assert other_items.status == 409
-        async with gateway.http.post(
-            gateway.at("/v1/batches"),
-            params={"batch_id": batch_id},
-            json=items(),
-            headers=auth("globex"),
-        ) as other_tenant:
-            assert other_tenant.status == 409
         async with gateway.http.get(
             gateway.at(f"/v1/batches/{batch_id}"), headers=auth("globex")
         ) as hidden:
             assert hidden.status == 404
     assert await client.queue.depth() == 0
-    assert len(await client.blobs.list(f"results/{batch_id}-")) == COUNT
+    stored = tenancy.stored_batch_id("acme", batch_id)  # the farm's id of acme's batch
+    assert len(await client.blobs.list(f"results/{stored}-")) == COUNT
     first_pass = {
-        index: await client.result(contract.batch_item_job_id(batch_id, index))
+        index: await client.result(contract.batch_item_job_id(stored, index))
         for index in range(COUNT)
     }
     finished = sorted(range(COUNT), key=lambda index: first_pass[index].finished_at or 0)  # type: ignore[union-attr]
@@ -137,7 +133,7 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
     assert "学生0" in page_text(document, 0)
     assert "迟到学生7" in page_text(document, 7)
     for index in range(COUNT):
-        record = await client.result(contract.batch_item_job_id(batch_id, index))
+        record = await client.result(contract.batch_item_job_id(stored, index))
         assert record is not None and record.state == "succeeded"
         if index in BROKEN:
             assert (record.submitted_at or 0) >= retried_at
@@ -154,7 +150,7 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
     }
     shown = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "reportfarm.cli", "batch", "status", batch_id, "--json"],
+        [sys.executable, "-m", "reportfarm.cli", "batch", "status", stored, "--json"],
         env=env,
         capture_output=True,
         text=True,
@@ -164,7 +160,7 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
     assert json.loads(shown.stdout)["state"] == "COMPLETED"
     table = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "reportfarm.cli", "batch", "status", batch_id],
+        [sys.executable, "-m", "reportfarm.cli", "batch", "status", stored],
         env=env,
         capture_output=True,
         text=True,
@@ -181,7 +177,7 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
             "reportfarm.cli",
             "batch",
             "download",
-            batch_id,
+            stored,
             "--out",
             str(out),
             "--merge",
@@ -192,7 +188,7 @@ async def test_broken_items_end_partial_failed_and_a_retry_reruns_only_them(
         timeout=120,
         check=True,
     )
-    assert len(pypdf.PdfReader(out / f"{batch_id}.pdf").pages) == COUNT
+    assert len(pypdf.PdfReader(out / f"{stored}.pdf").pages) == COUNT
 
 
 async def test_a_jsonl_upload_with_a_template_parameter(

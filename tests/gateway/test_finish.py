@@ -11,6 +11,7 @@ from typing import Any
 
 import pypdf
 import pytest
+from reportfarm_gateway import tenancy
 
 from reportfarm import contract, finishing
 from reportfarm.client import ReportFarmClient
@@ -112,10 +113,10 @@ async def test_batch_items_carry_their_own_files_and_finish(
             gateway.at("/v1/batches"), params={"batch_id": "fin-1"}, json=batch, headers=auth()
         ) as got:
             assert got.status == 202, await got.text()
-        state = await client.wait_batch("fin-1", timeout_s=120)
+        state = await client.wait_batch(tenancy.stored_batch_id("acme", "fin-1"), timeout_s=120)
     assert state.state == "COMPLETED", state
     for index in range(3):
-        job_id = contract.batch_item_job_id("fin-1", index)
+        job_id = contract.batch_item_job_id(tenancy.stored_batch_id("acme", "fin-1"), index)
         kept = await client.blobs.get(finishing.attachment_blob(job_id, "note.txt"))
         assert kept == f"file of item {index}".encode()
         record = await client.result(job_id)

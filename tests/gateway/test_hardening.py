@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from reportfarm_gateway import bodies
+from reportfarm_gateway import bodies, parsing
 from reportfarm_gateway.context import BODIES, METRICS
 from reportfarm_gateway.settings import GatewaySettings
 from reportfarm_renderer.settings import RendererSettings
@@ -112,7 +112,7 @@ def _sample(gateway: Gateway, name: str, **labels: str) -> float:
 # -- 5. deep nesting --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("depth", [bodies.MAX_DEPTH + 1, 100_000])
+@pytest.mark.parametrize("depth", [parsing.MAX_DEPTH + 1, 100_000])
 @pytest.mark.parametrize("where", ["report", "batch", "jsonl"])
 async def test_deep_nesting_is_a_400_with_a_reason_on_every_json_endpoint(
     gateway: Gateway, depth: int, where: str
@@ -125,11 +125,11 @@ async def test_deep_nesting_is_a_400_with_a_reason_on_every_json_endpoint(
     }[where]  # fmt: skip
     status, body = await post(gateway, path, text, content_type=content_type)
     assert status == 400, body
-    assert f"nested deeper than {bodies.MAX_DEPTH} levels" in body["error"], body
+    assert f"nested deeper than {parsing.MAX_DEPTH} levels" in body["error"], body
 
 
 async def test_nesting_within_the_bound_is_accepted(gateway: Gateway) -> None:
-    depth = bodies.MAX_DEPTH - 5
+    depth = parsing.MAX_DEPTH - 5
     deep = "[" * depth + '"[[[{{"' + "]" * depth  # brackets inside strings do not count
     status, body = await post(gateway, "/v1/reports", report(data=f'{{"deep": {deep}}}'))
     assert status == 202, body
@@ -212,24 +212,33 @@ async def test_a_body_within_the_limit_is_read_whole(gateway: Gateway) -> None:
     assert status == 202, body
 
 
-async def test_the_body_budget_makes_a_request_wait_then_503(storage: StorageSettings) -> None:
+async def test_a_full_tenant_share_makes_its_request_wait_then_503_and_no_other(
+    storage: StorageSettings,
+) -> None:
     settings = gateway_settings(
-        storage, body_budget_bytes=SMALL_LIMIT, body_wait_s=0.5, dispatcher=False
+        storage, tenant_body_budget_bytes=SMALL_LIMIT, body_wait_s=0.5, dispatcher=False
     )
     async with running_gateway(settings) as front:
         budget = front.app[BODIES]
-        async with budget.reserve(SMALL_LIMIT):  # another body holds the whole budget
-            status, body = await post(front, "/v1/reports", report())
+        await budget.reserve("acme", SMALL_LIMIT)  # another body of acme's holds its share
+        status, body = await post(front, "/v1/reports", report())
         assert status == 503 and "try again" in body["error"], body
+        headers = {**auth("globex"), "Content-Type": "application/json"}
+        async with front.http.post(front.at("/v1/reports"), data=report(), headers=headers) as r:
+            assert r.status == 202, await r.text()  # globex's share is its own
+        await budget.give_back("acme", held=0, share=SMALL_LIMIT)
         status, body = await post(front, "/v1/reports", report())
         assert status == 202, body
-        assert budget.in_use == 0
+        assert budget.in_use == 0 and budget.tenants == {}
 
 
 async def test_unread_bodies_never_hold_the_budget(gateway: Gateway) -> None:
     """A 413 answered from the Content-Length reserves nothing."""
     budget: bodies.BodyBudget = gateway.app[BODIES]
-    head = f"POST /v1/reports HTTP/1.1\r\nContent-Length: {10 * SMALL_LIMIT}\r\n"
+    head = (
+        "POST /v1/reports HTTP/1.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {10 * SMALL_LIMIT}\r\n"
+    )
     statuses = await asyncio.gather(*(raw_request(gateway, head) for _ in range(8)))
     assert [status for status, _ in statuses] == [413] * 8
     assert budget.in_use == 0

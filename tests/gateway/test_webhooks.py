@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from reportfarm_gateway import tenancy
 from reportfarm_gateway.webhooks import delivering, signing
 from reportfarm_gateway.webhooks.settings import WebhookSettings
 
@@ -112,7 +113,8 @@ async def test_a_batch_announces_its_end_once(
     payload = delivery["payload"]
     assert (payload["state"], payload["succeeded"], payload["failed"]) == ("PARTIAL_FAILED", 5, 1)
     assert payload["failed_items"][0]["index"] == 4
-    log = await delivering.read_log(client.blobs, "batch-hooked")
+    stored = tenancy.stored_batch_id("acme", "hooked")  # the log is under the farm's id
+    log = await delivering.read_log(client.blobs, f"batch-{stored}")
     assert [entry["outcome"] for entry in log] == ["delivered"]
 
 

@@ -120,13 +120,5 @@ async def read_log(blobs: BlobStore, subject: str) -> list[dict[str, Any]]:
     return [json.loads(await blobs.get(name)) for name in names]
 
 
-async def delivered(blobs: BlobStore, subject: str, key: str) -> bool:
-    """Whether the log holds a delivered attempt under this idempotency key."""
-    return any(
-        entry.get("idempotency_key") == key and entry.get("outcome") == "delivered"
-        for entry in await read_log(blobs, subject)
-    )
-
-
 def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 1)

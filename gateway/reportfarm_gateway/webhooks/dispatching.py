@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from reportfarm import backoff, batches, contract
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage.queueing import Delivery
+from reportfarm_gateway import tenancy
 from reportfarm_gateway.webhooks import delivering
 from reportfarm_gateway.webhooks.settings import WebhookSettings
 
@@ -44,7 +45,8 @@ class WebhookMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.attempts = Counter(
             "reportfarm_webhook_attempts",
-            "Webhook POSTs by event and outcome (delivered, failed, refused, gave_up).",
+            "Webhook POSTs by event and outcome (delivered, failed, refused, gave_up; "
+            "deferred: not sent yet, its tenant's share of POSTs was in use).",
             ["event", "outcome"],
             registry=registry,
         )
@@ -84,6 +86,8 @@ class Dispatcher:
         self._manifests: dict[str, contract.BatchManifest | None] = {}
         self._batch_locks: dict[str, asyncio.Lock] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._posting: dict[str, int] = {}
+        """POSTs in flight per tenant (see WebhookSettings.per_tenant)."""
 
     async def run(self) -> None:
         """Receive events until stopped; each runs as a task, at most ``concurrency`` at once."""
@@ -202,30 +206,44 @@ class Dispatcher:
             subject=f"batch-{batch_id}",
             event="batch.finished",
             url=manifest.callback_url,
-            key=f"batch-{batch_id}:{status.state}:{status.retries}",
-            payload=batch_payload(status),
+            key=f"batch-{tenancy.shown_batch_id(manifest.tenant, batch_id)}:{status.state}:"
+            f"{status.retries}",
+            payload=batch_payload(status, tenant=manifest.tenant),
         )
         await self._deliver(delivery, webhook, tenant=manifest.tenant)
 
     async def _deliver(
         self, delivery: Delivery, webhook: delivering.Webhook, *, tenant: str | None
     ) -> None:
-        if await delivering.delivered(self.blobs, webhook.subject, webhook.key):
+        log = await delivering.read_log(self.blobs, webhook.subject)
+        tried = [entry for entry in log if entry.get("idempotency_key") == webhook.key]
+        if any(entry.get("outcome") == "delivered" for entry in tried):
             await self.events.delete(delivery)  # a redelivered event: once is enough
             return
+        share = tenant or ""
+        if self._posting.get(share, 0) >= self.settings.per_tenant:
+            # This tenant's receivers hold all of its share: its turn comes again in a second.
+            # Not an attempt (the attempt number comes from the log, not the dequeue count).
+            self.metrics.attempts.labels(event=webhook.event, outcome="deferred").inc()
+            await self.events.release(delivery, delay_s=1)
+            return
         secret = self.settings.secret_for(tenant)
-        attempt_number = delivery.dequeue_count
+        attempt_number = len(tried) + 1
         if secret is None:
             attempt = delivering.Attempt(outcome="refused", error="no webhook secret for tenant")
         else:
             assert self._session is not None
-            attempt = await delivering.post(
-                self._session,
-                self.settings.policy,
-                webhook,
-                secret=secret,
-                attempt=attempt_number,
-            )
+            self._posting[share] = self._posting.get(share, 0) + 1
+            try:
+                attempt = await delivering.post(
+                    self._session,
+                    self.settings.policy,
+                    webhook,
+                    secret=secret,
+                    attempt=attempt_number,
+                )
+            finally:
+                self._posting[share] -= 1
         self.metrics.seconds.observe(attempt.duration_ms / 1000)
         if attempt.ok:
             await self._record(webhook, attempt_number, attempt, "delivered")
@@ -292,27 +310,34 @@ class Dispatcher:
 
 
 def job_payload(record: contract.ResultRecord) -> dict[str, Any]:
+    """The job under the id its tenant knows it by (see reportfarm_gateway.tenancy)."""
+    job_id = tenancy.shown_job_id(record.tenant, record.job_id)
     return {
         "type": "job.finished",
-        "job_id": record.job_id,
+        "job_id": job_id,
         "state": record.state,
         "error": record.error,
         "tenant": record.tenant,
-        "batch_id": record.batch_id,
+        "batch_id": (
+            tenancy.shown_batch_id(record.tenant, record.batch_id) if record.batch_id else None
+        ),
         "item_index": record.item_index,
         "attempts": record.attempts,
         "output_blob": record.output_blob,
         "submitted_at": record.submitted_at,
         "finished_at": record.finished_at,
         "links": {
-            "status": f"/v1/reports/{record.job_id}",
-            "pdf": f"/v1/reports/{record.job_id}/pdf" if record.state == "succeeded" else None,
+            "status": f"/v1/reports/{job_id}",
+            "pdf": f"/v1/reports/{job_id}/pdf" if record.state == "succeeded" else None,
         },
     }
 
 
-def batch_payload(status: batches.BatchStatus) -> dict[str, Any]:
+def batch_payload(status: batches.BatchStatus, *, tenant: str | None) -> dict[str, Any]:
+    """The batch under the name its tenant gave it (see reportfarm_gateway.tenancy)."""
     body = status.to_dict(failed_limit=FAILED_ITEMS_IN_PAYLOAD)
+    name = tenancy.shown_batch_id(tenant, status.batch_id)
+    body["batch_id"] = name
     body["type"] = "batch.finished"
-    body["links"] = {"status": f"/v1/batches/{status.batch_id}"}
+    body["links"] = {"status": f"/v1/batches/{name}"}
     return body

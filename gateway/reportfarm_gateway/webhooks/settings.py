@@ -42,6 +42,10 @@ class WebhookSettings(common.FromEnv):
     """REPORTFARM_WEBHOOK_TIMEOUT_S: one POST's whole time, connect to last byte."""
     concurrency: int = common.setting("REPORTFARM_WEBHOOK_CONCURRENCY", 16, minimum=1)
     """REPORTFARM_WEBHOOK_CONCURRENCY: events handled at once by one dispatcher."""
+    per_tenant: int = common.setting("REPORTFARM_WEBHOOK_PER_TENANT", 4, minimum=1)
+    """REPORTFARM_WEBHOOK_PER_TENANT: POSTs to one tenant's receivers at once, per dispatcher.
+    A tenant's further events wait their turn on the queue (back in 1 s, not counted as an
+    attempt), so a receiver that never answers delays only its own tenant's webhooks."""
     poll_max_s: float = common.setting("REPORTFARM_WEBHOOK_POLL_MAX_S", 1.0, minimum=0.05)
     """REPORTFARM_WEBHOOK_POLL_MAX_S: longest pause between receives when no event waits."""
     batch_check_delay_s: int = 1
