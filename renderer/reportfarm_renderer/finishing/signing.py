@@ -16,8 +16,11 @@ What a signature is here:
   and contact in the signature dictionary;
 - invisible (a zero-size widget on the first page), or visible: a stamp in the job's box on its
   page, saying who signed (the certificate's common name), when (UTC) and, cut to a line each, the
-  reason and location. Its text is an embedded subset of Noto Sans CJK (Latin and CJK alike):
-  PDF/A allows no font that is not embedded, and the PDF may be PDF/A by now;
+  reason and location. Its text is set run by run in Debian's Noto faces (:mod:`.fonts`,
+  :mod:`.stamp`: Latin, Greek, Cyrillic, Arabic, Hebrew, Thai, CJK...), a subset of each embedded:
+  PDF/A allows no font that is not embedded, and the PDF may be PDF/A by now. A reason or
+  location no face can draw is refused before the print; a signer's name is drawn with such
+  characters as ``U+XXXX`` (a certificate is never a reason not to start);
 - an encrypted PDF (``permissions``) is signed with the owner password that stage left, and keeps
   its encryption and permissions;
 - the document's metadata (its Info dictionary and XMP) stays as the earlier stages made it:
@@ -46,25 +49,19 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
-from pyhanko.pdf_utils import layout
 from pyhanko.pdf_utils.crypt import AuthStatus
-from pyhanko.pdf_utils.font.api import FontEngineFactory
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from pyhanko.pdf_utils.text import TextBoxStyle
-from pyhanko.pdf_utils.writer import BasePdfFileWriter
 from pyhanko.sign import fields, signers
-from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
 from reportfarm.finishing import FinishError, Signature
 
+from . import fonts, stamp
 from .keys import CERT_FILE, CHAIN_FILE, KEY_FILE, SignerError, absent, require
 
 __all__ = ["CERT_FILE", "CHAIN_FILE", "KEY_FILE", "Signer", "SignerError", "apply", "require"]
 
 if TYPE_CHECKING:
-    from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
-
     from . import Inputs
 
 logger = logging.getLogger(__name__)
@@ -73,15 +70,6 @@ logging.getLogger("fontTools.subset").setLevel(logging.WARNING)
 
 """The file names of a ``kubernetes.io/tls`` Secret (``ca.crt``: as cert-manager adds it)."""
 FIELD_NAME = "ReportfarmSignature"
-STAMP_FONTS = (
-    Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"),  # Debian: fonts-noto-cjk
-    Path("/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc"),  # Arch: noto-fonts-cjk
-    Path("/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc"),  # Fedora
-)
-"""Where the stamp's font is looked for (the renderer image installs fonts-noto-cjk)."""
-STAMP_FACE = "Noto Sans CJK SC"
-"""The face taken from the collection (any face has Latin; this one's CJK is Simplified Chinese)."""
-STAMP_FONT_SIZE = 10
 STAMP_LINE = 80
 """Characters of a stamp line (reason, location) before it is cut; the signature keeps it whole."""
 MIN_RSA_BITS = 2048
@@ -103,18 +91,6 @@ class Signer:
     certificate: x509.Certificate
     chain: tuple[x509.Certificate, ...]
     """The certificates embedded after the signer's (intermediates, and the root if given)."""
-    font: bytes
-    """The stamp's font program: an OpenType (CFF) face of 1000 units per em, as pyHanko needs."""
-    small_font: bytes = b""
-    """The same face cut to :data:`SMALL_FONT_CHARACTERS` (made once, at load): a stamp whose
-    text is all in it is set with it. pyHanko parses the font program for every stamp, and the
-    whole CJK face (16 MB) made a visible signature ~0.3 s slower (bench-finish)."""
-
-    def stamp_font_for(self, text: str) -> bytes:
-        shown = text.replace("\n", "")  # the stamp's lines
-        if self.small_font and all(ord(char) in SMALL_FONT_CHARACTERS for char in shown):
-            return self.small_font
-        return self.font
 
     @property
     def subject(self) -> str:
@@ -190,10 +166,15 @@ class Signer:
             pyhanko_signer=_pyhanko_signer(key, certificate, chain),
             certificate=certificate,
             chain=tuple(chain),
-            font=(font := stamp_font()),
-            small_font=small_face(font),
         )
+        stamp_fonts()
         signer.prove()
+        if fonts.undrawable(signer.name) is not None:
+            logger.warning(
+                "no font draws all of the signer's name %r: stamps say %r",
+                signer.name,
+                fonts.drawable(signer.name),
+            )
         return signer
 
     def prove(self) -> None:
@@ -251,23 +232,9 @@ def sign(
         return pdf_signer.sign_pdf(writer).getvalue()
     page, box = _placement(pdf, wanted)
     text = stamp_text(signer.name, moment, wanted)
-    style = TextStampStyle(
-        stamp_text="%(text)s",
-        text_box_style=TextBoxStyle(
-            font=_StampFont(signer.stamp_font_for(text), STAMP_FONT_SIZE),
-            font_size=STAMP_FONT_SIZE,
-        ),
-        border_width=1,
-        inner_content_layout=layout.SimpleBoxLayoutRule(
-            x_align=layout.AxisAlignment.ALIGN_MIN,
-            y_align=layout.AxisAlignment.ALIGN_MID,
-            margins=layout.Margins.uniform(5),
-            inner_content_scaling=layout.InnerScaling.SHRINK_TO_FIT,
-        ),
-    )
     spec = fields.SigFieldSpec(FIELD_NAME, on_page=page, box=box)
     pdf_signer = signers.PdfSigner(
-        metadata, signer.pyhanko_signer, stamp_style=style, new_field_spec=spec
+        metadata, signer.pyhanko_signer, stamp_style=stamp.style(), new_field_spec=spec
     )
     return pdf_signer.sign_pdf(writer, appearance_text_params={"text": text}).getvalue()
 
@@ -275,7 +242,7 @@ def sign(
 def stamp_text(name: str, moment: datetime.datetime, wanted: Signature) -> str:
     """What a visible signature says: who, when (UTC), and the reason and location if given."""
     lines = [
-        f"Digitally signed by {_line(name)}",
+        f"Digitally signed by {_line(fonts.drawable(name))}",
         f"Date: {moment.astimezone(datetime.UTC):%Y-%m-%d %H:%M:%S} UTC",
     ]
     if wanted.reason:
@@ -320,89 +287,21 @@ class _Writer(IncrementalPdfFileWriter):
         return None
 
 
-class _StampFont(FontEngineFactory):
-    """pyHanko's OpenType engine on a font program held in memory (a face of a collection, which
-    its own factory, reading a file by name, cannot open)."""
-
-    def __init__(self, program: bytes, size: int) -> None:
-        self.program = program
-        self.size = size
-
-    def create_font_engine(
-        self, writer: BasePdfFileWriter, obj_stream: object = None
-    ) -> GlyphAccumulator:
-        from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
-
-        if obj_stream is None and writer.stream_xrefs:
-            obj_stream = writer.prepare_object_stream()
-        return GlyphAccumulator(
-            writer=writer,
-            font_handle=io.BytesIO(self.program),
-            font_size=self.size,
-            obj_stream=obj_stream,
-        )
-
-
-SMALL_FONT_CHARACTERS = frozenset(
-    [*range(0x20, 0x7F), *range(0xA0, 0x250), *range(0x2010, 0x2060), 0x20AC, 0x2122]
-)
-"""Latin (Basic, Latin-1, Extended-A and -B), general punctuation, the euro and trade marks."""
-
-
-def small_face(program: bytes) -> bytes:
-    """``program`` cut to :data:`SMALL_FONT_CHARACTERS` (fontTools' subsetter), the layout
-    features kept; ``b""`` if it cannot be cut (then every stamp uses the whole face)."""
-    from fontTools import subset
-    from fontTools.ttLib import TTFont
-
-    try:
-        font = TTFont(io.BytesIO(program))
-        options = subset.Options()
-        options.layout_features = ["kern"]  # a Latin line needs no more; GSUB/GPOS stay small
-        options.name_IDs = ["*"]
-        options.notdef_outline = True
-        subsetter = subset.Subsetter(options)
-        subsetter.populate(unicodes=SMALL_FONT_CHARACTERS)
-        subsetter.subset(font)
-        out = io.BytesIO()
-        font.save(out)
-    except Exception as error:  # the whole face still works: slower, not wrong
-        logger.warning("could not cut the stamp's font for Latin stamps: %s", error)
-        return b""
-    return out.getvalue()
-
-
-def stamp_font(candidates: tuple[Path, ...] = STAMP_FONTS) -> bytes:
-    """The stamp's font program: :data:`STAMP_FACE` out of the first collection found."""
+def stamp_fonts() -> None:
+    """The stamp's faces are installed (and pyHanko's OpenType engine), or :class:`SignerError`."""
     try:  # pyHanko's OpenType engine, which the stamp uses: fontTools and HarfBuzz
         import pyhanko.pdf_utils.font.opentype  # noqa: F401
-        from fontTools.ttLib import TTCollection
     except ImportError as error:
         raise SignerError(
             f"the signature stamp needs pyHanko's OpenType support: {error}; "
             "install reportfarm[renderer] (pyhanko[opentype])"
         ) from None
-
-    path = next((candidate for candidate in candidates if candidate.is_file()), None)
-    if path is None:
-        looked = ", ".join(str(candidate) for candidate in candidates)
+    available = fonts.faces()
+    if not available or available[0].spec != fonts.FACES[0]:
         raise SignerError(
-            f"no font for the signature stamp (looked for {looked}): install fonts-noto-cjk"
+            f"no {fonts.FACES[0].file} for the signature stamp (looked under "
+            f"{', '.join(map(str, fonts.FONT_ROOTS))}): install fonts-noto-core"
         )
-    try:
-        faces = TTCollection(str(path), lazy=True).fonts
-        face = next(
-            (font for font in faces if font["name"].getDebugName(1) == STAMP_FACE), faces[0]
-        )
-        if face["head"].unitsPerEm != 1000 or "CFF " not in face:
-            raise SignerError(f"{path}: the stamp needs an OpenType (CFF) face of 1000 units/em")
-        out = io.BytesIO()
-        face.save(out)
-    except SignerError:
-        raise
-    except Exception as error:
-        raise SignerError(f"{path}: cannot read the stamp's font: {error}") from error
-    return out.getvalue()
 
 
 def _read(path: Path) -> bytes:
