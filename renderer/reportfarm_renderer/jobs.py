@@ -200,7 +200,13 @@ class JobRunner:
                 raise finishing.FinishingFailed("sign", error.description) from None
         with self._stage("finish_load_files", stages):
             files = await self._load_files(job, finish)
-        inputs = finishing.Inputs(job_id=job.job_id, finish=finish, files=files, signer=self.signer)
+        inputs = finishing.Inputs(
+            job_id=job.job_id,
+            finish=finish,
+            files=files,
+            signer=self.signer,
+            business_rules=self.settings.en16931_xslt,
+        )
         for name, stage in finishing.plan(finish):
             with self._stage(f"finish_{name}", stages):
                 pdf = await asyncio.to_thread(finishing.run_stage, name, stage, pdf, inputs)

@@ -24,6 +24,7 @@ import dataclasses
 import datetime
 import importlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reportfarm import outcomes
@@ -57,6 +58,8 @@ class Inputs:
         default_factory=lambda: datetime.datetime.now(datetime.UTC)
     )
     """When finishing began: the creation date unless the job gives one."""
+    business_rules: Path | None = None
+    """EN 16931's rules for the ``facturx`` stage (the renderer's ``en16931_xslt`` setting)."""
     owner_password: str | None = None
     """Set by ``permissions`` for ``sign`` (an encrypted PDF is signed with it), then dropped."""
 
