@@ -111,7 +111,7 @@ def run_stage(name: str, stage: Stage, pdf: bytes, inputs: Inputs) -> bytes:
     """One stage; whatever it raises becomes a :class:`FinishingFailed` naming it."""
     try:
         return stage(pdf, inputs)
-    except FinishingFailed:
+    except (FinishingFailed, outcomes.TemporaryError):
         raise
     except outcomes.PermanentError as error:
         raise FinishingFailed(name, error.description) from error

@@ -1,5 +1,6 @@
-"""The ``sign`` stage: a PAdES baseline B-B signature (``ETSI.CAdES.detached``, SHA-256) by the
-farm's key, added as an incremental update, always the last stage (a later change would break it).
+"""The ``sign`` stage: a PAdES baseline B-B signature (``ETSI.CAdES.detached``, SHA-256; B-T
+with a timestamp authority) by the farm's key, added as an incremental update, always the last
+stage (a later change would break it).
 
 The key and its certificate come from a ``kubernetes.io/tls`` Secret mounted as a folder
 (``REPORTFARM_SIGNING_DIR``, by default ``renderer_api.SIGNING_DIR``): ``tls.key`` (unencrypted,
@@ -27,12 +28,17 @@ What a signature is here:
   pyHanko would rewrite the XMP (breaking the PDF/A extension schemas Factur-X needs, pyHanko
   issue 755) and add itself to the Info's producer only, which PDF/A forbids (the two must agree).
 
-Not here: a timestamp from a timestamp authority (B-T) and revocation data for long-term
-validation (B-LT, B-LTA); the signing time is the renderer's clock.
+With a timestamp authority named (the ReportPool's ``signingTimestampUrl``, the renderer's
+``REPORTFARM_TSA_URL``), every signature carries its RFC 3161 signature timestamp: PAdES B-T, the
+time vouched for by the authority, not the renderer's clock. An authority that does not answer
+makes the job temporary (delivered again later), never a signature without the timestamp asked
+for; at start it is asked once and only logged (:meth:`Signer.try_timestamp`). Not here:
+revocation data for long-term validation (B-LT, B-LTA).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import io
@@ -51,9 +57,11 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
 from pyhanko.pdf_utils.crypt import AuthStatus
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from pyhanko.sign import fields, signers
+from pyhanko.sign import fields, signers, timestamps
+from pyhanko.sign.timestamps.common_utils import TimestampRequestError
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
+from reportfarm import outcomes
 from reportfarm.finishing import FinishError, Signature
 
 from . import fonts, stamp
@@ -72,6 +80,9 @@ logging.getLogger("fontTools.subset").setLevel(logging.WARNING)
 FIELD_NAME = "ReportfarmSignature"
 STAMP_LINE = 80
 """Characters of a stamp line (reason, location) before it is cut; the signature keeps it whole."""
+TSA_TIMEOUT_S = 10
+TSA_RETRY_S = 30.0
+"""A job whose timestamp the authority did not give is delivered again after this."""
 MIN_RSA_BITS = 2048
 PrivateKey = (
     rsa.RSAPrivateKey
@@ -91,6 +102,9 @@ class Signer:
     certificate: x509.Certificate
     chain: tuple[x509.Certificate, ...]
     """The certificates embedded after the signer's (intermediates, and the root if given)."""
+    timestamper: timestamps.TimeStamper | None = None
+    """The timestamp authority (RFC 3161) that makes signatures PAdES B-T; None: B-B."""
+    timestamp_url: str | None = None
 
     @property
     def subject(self) -> str:
@@ -129,7 +143,7 @@ class Signer:
             )
 
     @classmethod
-    def load(cls, folder: Path) -> Signer | None:
+    def load(cls, folder: Path, *, timestamp_url: str | None = None) -> Signer | None:
         """The key in ``folder`` (a mounted ``kubernetes.io/tls`` Secret), proven by signing a
         blank page; None when the folder holds neither key nor certificate (signing is off).
         Blocking (files, a signature): run it in a thread. Raises :class:`SignerError`."""
@@ -166,9 +180,14 @@ class Signer:
             pyhanko_signer=_pyhanko_signer(key, certificate, chain),
             certificate=certificate,
             chain=tuple(chain),
+            timestamper=timestamps.HTTPTimeStamper(timestamp_url, timeout=TSA_TIMEOUT_S)
+            if timestamp_url
+            else None,
+            timestamp_url=timestamp_url,
         )
         stamp_fonts()
         signer.prove()
+        signer.try_timestamp()
         if fonts.undrawable(signer.name) is not None:
             logger.warning(
                 "no font draws all of the signer's name %r: stamps say %r",
@@ -177,16 +196,36 @@ class Signer:
             )
         return signer
 
+    def try_timestamp(self) -> None:
+        """Ask the timestamp authority once, at start: an answer it cannot give is logged (a
+        TSA that is away now may be back for the first job; a job then retries, see sign)."""
+        if self.timestamper is None:
+            return
+        try:  # blocking, in the start-up thread (which has no event loop)
+            asyncio.run(self.timestamper.async_timestamp(bytes(32), "sha256"))
+        except Exception as error:
+            logger.warning(
+                "the timestamp authority %s did not answer: %s", self.timestamp_url, error
+            )
+        else:
+            logger.info("signing: PAdES B-T, timestamps from %s", self.timestamp_url)
+
     def prove(self) -> None:
         """Sign a blank page (visible, so the stamp's font is tried too): whatever pyHanko
-        refuses about the key shows at start, not in the first job."""
+        refuses about the key shows at start, not in the first job. Without a timestamp: the
+        authority's answer is tried apart (:meth:`try_timestamp`) and never stops the start."""
         document = pikepdf.new()
         document.add_blank_page(page_size=(595, 842))
         blank = io.BytesIO()
         document.save(blank)
         wanted = Signature(visible=True, reason="start-up check")
         try:
-            sign(blank.getvalue(), self, wanted, owner_password=None)
+            sign(
+                blank.getvalue(),
+                dataclasses.replace(self, timestamper=None),
+                wanted,
+                owner_password=None,
+            )
         except Exception as error:
             raise SignerError(
                 f"signing a blank page with {self.subject!r} failed: "
@@ -226,17 +265,29 @@ def sign(
         location=wanted.location,
         contact_info=wanted.contact,
     )
-    if not wanted.visible:
-        spec = fields.SigFieldSpec(FIELD_NAME, on_page=0)
-        pdf_signer = signers.PdfSigner(metadata, signer.pyhanko_signer, new_field_spec=spec)
-        return pdf_signer.sign_pdf(writer).getvalue()
-    page, box = _placement(pdf, wanted)
-    text = stamp_text(signer.name, moment, wanted)
-    spec = fields.SigFieldSpec(FIELD_NAME, on_page=page, box=box)
-    pdf_signer = signers.PdfSigner(
-        metadata, signer.pyhanko_signer, stamp_style=stamp.style(), new_field_spec=spec
-    )
-    return pdf_signer.sign_pdf(writer, appearance_text_params={"text": text}).getvalue()
+    try:
+        if not wanted.visible:
+            spec = fields.SigFieldSpec(FIELD_NAME, on_page=0)
+            pdf_signer = signers.PdfSigner(
+                metadata, signer.pyhanko_signer, new_field_spec=spec, timestamper=signer.timestamper
+            )
+            return pdf_signer.sign_pdf(writer).getvalue()
+        page, box = _placement(pdf, wanted)
+        text = stamp_text(signer.name, moment, wanted)
+        spec = fields.SigFieldSpec(FIELD_NAME, on_page=page, box=box)
+        pdf_signer = signers.PdfSigner(
+            metadata,
+            signer.pyhanko_signer,
+            stamp_style=stamp.style(),
+            new_field_spec=spec,
+            timestamper=signer.timestamper,
+        )
+        return pdf_signer.sign_pdf(writer, appearance_text_params={"text": text}).getvalue()
+    except TimestampRequestError as error:  # the authority is away: another delivery may do
+        raise outcomes.TemporaryError(
+            f"the timestamp authority {signer.timestamp_url} did not answer: {error}"[:500],
+            delay_s=TSA_RETRY_S,
+        ) from error
 
 
 def stamp_text(name: str, moment: datetime.datetime, wanted: Signature) -> str:
