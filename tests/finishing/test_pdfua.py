@@ -20,6 +20,7 @@ from reportfarm import contract, finishing
 from . import invoices, verapdf
 from .conftest import EXAMPLES, example_data
 from .test_scripts import LETTER, print_all
+from .test_stages import structure
 
 pytestmark = [pytest.mark.chromium]
 
@@ -111,6 +112,12 @@ def test_the_identification_artifacts_title_and_language_are_there(
             ]
             if name != "letter":  # the examples draw backgrounds and rules; the letter has none
                 assert ("BMC", [pikepdf.Name.Artifact]) in operators, name
+
+
+def test_list_items_have_a_label_and_a_body(finished: Mapping[str, bytes]) -> None:
+    counts = structure(finished["letter"])
+    assert counts["LI"] == counts["Lbl"] == counts["LBody"] == 6
+    assert counts["L"] == 1
 
 
 def test_an_untagged_pdf_is_left_as_it_was() -> None:

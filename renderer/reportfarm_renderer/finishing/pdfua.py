@@ -4,6 +4,8 @@ What Chromium's tags give: a structure tree from the HTML (headings, paragraphs,
 lists, figures with the ``alt`` of images), marked content for the text it tags, ``/MarkInfo``.
 What they cannot give, and what this stage adds:
 
+- list items' bodies: Chromium tags a list item's label (``Lbl``) but puts its content in a
+  ``NonStruct``; it becomes the ``LBody`` PDF/UA expects;
 - the PDF/UA identification (``pdfuaid:part`` 1) in the XMP, with the PDF/A extension schema that
   describes it (so the ``pdfa`` stage, which keeps only described properties, keeps it; and a
   Factur-X schema already there is kept beside it);
@@ -45,6 +47,8 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
             mark_artifacts(document, page.obj, page.obj.get("/Resources"))
         for table in _elements(document.Root.StructTreeRoot, "/Table"):
             fill_rows(document, table)
+        for item in _elements(document.Root.StructTreeRoot, "/LI"):
+            give_body(document, item)
         with document.open_metadata(set_pikepdf_as_editor=False) as xmp:
             xmp["pdfuaid:part"] = "1"
         document.Root.Metadata = document.make_stream(
@@ -155,6 +159,29 @@ def fill_rows(document: pikepdf.Pdf, table: pikepdf.Dictionary) -> None:
             cell = pikepdf.Dictionary(Type=pikepdf.Name.StructElem, S=pikepdf.Name.TD, P=row)
             kids.append(document.make_indirect(cell))
         row.K = kids
+
+
+def give_body(document: pikepdf.Pdf, item: pikepdf.Dictionary) -> None:
+    """A list item's content under an ``LBody`` beside its ``Lbl``: Chromium puts it in a
+    ``NonStruct`` (retyped as the LBody, so the parent tree still points right) or leaves it."""
+    kids = _kids(item)
+    if any(kid.S == "/LBody" for kid in kids):
+        return
+    rest = [kid for kid in kids if kid.S != "/Lbl"]
+    if len(rest) == 1 and rest[0].S == "/NonStruct":
+        rest[0].S = pikepdf.Name.LBody
+        return
+    content = item.get("/K")
+    direct = content if isinstance(content, pikepdf.Array) else [content]
+    if not rest or len(kids) != len([kid for kid in direct if kid is not None]):
+        return  # marked content straight under the item: left as Chromium made it
+    body = document.make_indirect(
+        pikepdf.Dictionary(Type=pikepdf.Name.StructElem, S=pikepdf.Name.LBody, P=item)
+    )
+    body.K = pikepdf.Array(rest)
+    for kid in rest:
+        kid.P = body
+    item.K = pikepdf.Array([*(kid for kid in kids if kid.S == "/Lbl"), body])
 
 
 def _tagged_form(
