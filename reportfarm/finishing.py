@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -41,6 +42,11 @@ FacturXLevel = Literal["minimum", "basicwl", "basic", "en16931", "extended"]
 FACTURX_LEVELS: tuple[FacturXLevel, ...] = ("minimum", "basicwl", "basic", "en16931", "extended")
 FACTURX_XML_NAME = "factur-x.xml"
 """The file name Factur-X requires for the embedded invoice XML."""
+INVOICE_XML_NAMES = frozenset(
+    {"factur-x.xml", "zugferd-invoice.xml", "zugferd_invoice.xml", "xrechnung.xml", "order-x.xml"}
+)
+"""File names a reader takes for an embedded e-invoice (the factur-x library's extractor does):
+such a file enters only through ``facturx``, which checks it."""
 RELATIONSHIPS = ("Data", "Source", "Alternative", "Supplement", "Unspecified")
 """PDF/A-3's ``AFRelationship`` of an attached file to the document."""
 MAX_ATTACHMENTS = 16
@@ -48,7 +54,10 @@ MAX_TEXT = 1000
 """Longest metadata value, reason or location."""
 
 FILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
-MIME_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$"
+MIME_PATTERN = (
+    r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}"
+    r"(; ?[a-z0-9][a-z0-9!#$&^_.+-]{0,63}=[A-Za-z0-9!#$&^_.+-]{1,64})*$"
+)
 LANGUAGE_PATTERN = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$"
 r"""The patterns, as the OpenAPI document gives them too (``$`` there; ``\Z`` here)."""
 _FILE_NAME_RE = re.compile(FILE_NAME_PATTERN[:-1] + r"\Z")
@@ -83,6 +92,39 @@ def _text(value: object, where: str, *, optional: bool = True, limit: int = MAX_
         raise FinishError(f"{where} is longer than {limit} characters")
     if any(ord(char) < 32 and char not in "\t\n" for char in value):
         raise FinishError(f"{where} holds a control character")
+    refuse_unwritable(value, where)
+
+
+EMOJI = (0x1F000, 0x1FAFF)
+"""Emoji and pictographs (with U+FE0F, emoji presentation): no face the farm embeds draws them
+(Debian's only emoji face is a colour bitmap font, which PDF/A cannot embed as a font)."""
+
+
+def unwritable(char: str) -> str | None:
+    """Why ``char`` cannot be in a PDF's text (None if it can)."""
+    code = ord(char)
+    if 0xD800 <= code <= 0xDFFF:
+        return "a lone surrogate (not a character: UTF-8 cannot encode it)"
+    if 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE:
+        return "a noncharacter (Unicode reserves it for internal use)"
+    category = unicodedata.category(char)
+    if category == "Co":
+        return "a private-use character (no standard font draws it)"
+    if category == "Cn":
+        return "unassigned in Unicode"
+    if EMOJI[0] <= code <= EMOJI[1] or code == 0xFE0F:
+        return "an emoji (no font of the farm draws emoji, and PDF/A embeds no colour bitmap font)"
+    return None
+
+
+def refuse_unwritable(value: str, where: str) -> None:
+    for char in value:
+        reason = unwritable(char)
+        if reason is not None:
+            name = unicodedata.name(char, "")
+            raise FinishError(
+                f"{where} holds U+{ord(char):04X}{f' {name}' if name else ''}: {reason}"
+            )
 
 
 def _flag(value: object, where: str) -> None:
@@ -164,7 +206,9 @@ class Attachment:
         ):
             raise FinishError(f"{where}.name {self.name!r} must be 1-100 of [A-Za-z0-9._-]")
         if not isinstance(self.mime, str) or not _MIME_RE.match(self.mime):
-            raise FinishError(f"{where}.mime {self.mime!r} is not a media type (text/csv)")
+            raise FinishError(
+                f"{where}.mime {self.mime!r} is not a media type (text/csv; charset=utf-8)"
+            )
         _text(self.description, f"{where}.description")
         if self.relationship not in RELATIONSHIPS:
             raise FinishError(f"{where}.relationship must be one of {', '.join(RELATIONSHIPS)}")
@@ -294,8 +338,13 @@ class Finish:
             self.watermark.validate()
         if self.permissions is not None:
             self.permissions.validate()
-            if self.archival is not None:
+            if self.pdfa is not None:
                 raise FinishError("PDF/A forbids encryption: permissions cannot go with pdfa")
+            if self.archival is not None:
+                raise FinishError(
+                    "attached files make the PDF PDF/A-3, and PDF/A forbids encryption: "
+                    "permissions cannot go with attachments or facturx"
+                )
 
     def _validate_files(self, job_id: str) -> None:
         if not isinstance(self.attachments, tuple | list):
@@ -305,6 +354,12 @@ class Finish:
         names: set[str] = set()
         for index, attachment in enumerate(self.attachments):
             attachment.validate(job_id, f"finish.attachments[{index}]")
+            if attachment.file_name.casefold() in INVOICE_XML_NAMES:
+                raise FinishError(
+                    f"finish.attachments[{index}] is named {attachment.file_name!r}, a name "
+                    "readers take for the e-invoice: an invoice XML enters only through "
+                    "finish.facturx (which checks it)"
+                )
             if attachment.file_name in names:
                 raise FinishError(f"finish.attachments: {attachment.file_name!r} appears twice")
             names.add(attachment.file_name)

@@ -72,6 +72,8 @@ class Var:
     ADMIN_TOKEN = "REPORTFARM_ADMIN_TOKEN"
     WORKER_ID = "REPORTFARM_WORKER_ID"
     SIGNING_DIR = "REPORTFARM_SIGNING_DIR"
+    EN16931_XSLT = "REPORTFARM_EN16931_XSLT"
+    TSA_URL = "REPORTFARM_TSA_URL"
     HOME = "HOME"
     XDG_CACHE_HOME = "XDG_CACHE_HOME"
 
@@ -132,6 +134,8 @@ class RendererEnvironment:
     """Names the worker in result records and logs (the pod's name)."""
     admin_token: Value | None = common.setting(Var.ADMIN_TOKEN, None, secret=True)
     """The bearer token ``PUT /pool`` requires (a Secret)."""
+    tsa_url: str | None = common.setting(Var.TSA_URL, None)
+    """The timestamp authority of the pool's signatures (PAdES B-T)."""
 
     def variables(self) -> Iterator[tuple[str, Value]]:
         """(name, value) of every variable set, in field order."""

@@ -26,6 +26,8 @@ command -v chromium-headless-shell >/dev/null || need_apt+=(chromium-headless-sh
 # the full browser: what the benchmarks compare the headless shell with (and Gotenberg's image ships)
 command -v chromium >/dev/null || need_apt+=(chromium)
 [ -d /usr/share/fonts/opentype/noto ] || need_apt+=(fonts-noto-cjk)
+# Noto Sans and its script faces: the signature stamp and the watermark (finishing/fonts.py)
+[ -f /usr/share/fonts/truetype/noto/NotoSans-Regular.ttf ] || need_apt+=(fonts-noto-core)
 [ -d /usr/share/fonts/truetype/wqy ] || need_apt+=(fonts-wqy-microhei)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 command -v pdftotext >/dev/null || need_apt+=(poppler-utils)

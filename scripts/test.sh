@@ -110,6 +110,10 @@ fi
 if [ -x scripts/mustang/install.sh ]; then
   step "Mustang (Factur-X validator)" validator_install mustang REPORTFARM_MUSTANG
 fi
+# EN 16931's business rules (XSLT) the renderer runs in production, out of Mustang's jar.
+if [ -x scripts/en16931/install.sh ]; then
+  step "EN 16931 rules (renderer)" validator_install en16931 REPORTFARM_EN16931_XSLT
+fi
 
 # The real-node tests (tests/node): Debian's podman/containerd/runc/CNI plugins, the kubelet and
 # the images (cached by content in ~/.cache/reportfarm/images). They need root, as CI runs;

@@ -193,6 +193,7 @@ def renderer_environment(spec: specs.ReportPoolSpec) -> renderer_api.RendererEnv
         xdg_cache_home="/tmp/.cache",
         worker_id=renderer_api.FromPodField("metadata.name"),
         admin_token=None if token is None else renderer_api.FromSecret(*token),
+        tsa_url=spec.signing_timestamp_url,
     )
 
 

@@ -182,6 +182,8 @@ class ReportPoolSpec:
     signing_secret: str | None
     """The ``kubernetes.io/tls`` Secret with the farm's signing key, mounted into every renderer
     at ``renderer_api.SIGNING_DIR``; None: the renderers do not sign."""
+    signing_timestamp_url: str | None = None
+    """The RFC 3161 timestamp authority signatures are timestamped by (PAdES B-T); None: B-B."""
     templates_config_map: str | None
     """The user's ConfigMap of templates; None: the pool's own (inline templates)."""
     inline_templates: dict[str, str]
@@ -229,6 +231,7 @@ def read(spec: Mapping[str, Any], pool_policy: policy.PoolSpec) -> ReportPoolSpe
         service_account=_optional(spec, "serviceAccountName"),
         admin_token_secret=secret_ref(spec, "adminTokenSecretRef"),
         signing_secret=_optional(spec.get("signingSecretRef") or {}, "name"),
+        signing_timestamp_url=_optional(spec, "signingTimestampUrl"),
         templates_config_map=_optional(templates, "configMapName"),
         inline_templates={str(k): str(v) for k, v in (templates.get("inline") or {}).items()},
     )

@@ -25,7 +25,7 @@ from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import Delivery, JobQueue
 from reportfarm_renderer import finishing, output, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.finishing import keys, watermark
+from reportfarm_renderer.finishing import fonts, keys, watermark
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
 
@@ -141,6 +141,13 @@ class JobRunner:
         with self._stage("render_html", stages):
             html = await asyncio.to_thread(self._render_html, job.template, data)
         finish = job.finish if job.finish is not None and not job.finish.empty else None
+        if finish is not None and (finish.watermark is not None or finish.sign is not None):
+            # Text the farm draws itself that no installed face has is refused before the print
+            # (a .notdef box in a PDF that says PDF/A would be a lie).
+            try:
+                await asyncio.to_thread(fonts.refuse_undrawable, finish)
+            except contract.finishing.FinishError as error:
+                raise finishing.FinishingFailed("fonts", error.description) from None
         if finish is not None and finish.watermark is not None:
             html = watermark.apply(html, finish.watermark)
         pdf_output = output.PdfOutput(self.blobs, job.output, limit=self.settings.max_pdf_bytes)
@@ -193,7 +200,13 @@ class JobRunner:
                 raise finishing.FinishingFailed("sign", error.description) from None
         with self._stage("finish_load_files", stages):
             files = await self._load_files(job, finish)
-        inputs = finishing.Inputs(job_id=job.job_id, finish=finish, files=files, signer=self.signer)
+        inputs = finishing.Inputs(
+            job_id=job.job_id,
+            finish=finish,
+            files=files,
+            signer=self.signer,
+            business_rules=self.settings.en16931_xslt,
+        )
         for name, stage in finishing.plan(finish):
             with self._stage(f"finish_{name}", stages):
                 pdf = await asyncio.to_thread(finishing.run_stage, name, stage, pdf, inputs)

@@ -58,7 +58,9 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
     logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
     # The signing key is read once, before any browser starts: a key that cannot be used stops
     # the renderer here, with its reason, instead of failing every job that asks for a signature.
-    signer = await asyncio.to_thread(keys.load, settings.signing_dir)
+    signer = await asyncio.to_thread(
+        functools.partial(keys.load, settings.signing_dir, timestamp_url=settings.tsa_url)
+    )
     if signer is None:
         logger.info("signing: off (no %s in %s)", keys.KEY_FILE, settings.signing_dir)
     else:

@@ -95,6 +95,14 @@ class RendererSettings(common.FromEnv):
     folder (``tls.crt``, ``tls.key``, optionally ``ca.crt`` for the chain), read once at start.
     No ``tls.key`` there: jobs that ask for a signature fail; a key that cannot be used stops the
     renderer at start (see ``finishing.signing``)."""
+    tsa_url: str | None = None
+    """REPORTFARM_TSA_URL: a timestamp authority (RFC 3161, http or https) that makes every
+    signature PAdES B-T; unset: B-B, timed by the renderer's clock (see ``finishing.signing``)."""
+    en16931_xslt: Path | None = common.setting(Var.EN16931_XSLT, None)
+    """REPORTFARM_EN16931_XSLT: EN 16931's business rules for CII, the CEN schematron compiled to
+    XSLT, which every Factur-X invoice (profiles basic, en16931, extended) must pass; the image
+    sets it (``scripts/en16931/install.sh`` installs it here). Unset: such invoices are refused
+    (see ``finishing.en16931``)."""
     admin_token: str | None = None
     """REPORTFARM_ADMIN_TOKEN: if set, PUT /pool needs ``Authorization: Bearer <token>``."""
     worker_id: str = dataclasses.field(default_factory=socket.gethostname)

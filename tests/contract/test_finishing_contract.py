@@ -119,12 +119,55 @@ def test_files_make_the_document_pdfa_3b() -> None:
         ({"watermark": {"text": "DRAFT", "color": "red"}}, "#rrggbb"),
         ({"permissions": {"print": "no"}}, "finish.permissions.print must be true or false"),
         ({"permissions": {"print": False}, "pdfa": "2b"}, "PDF/A forbids encryption"),
+        (
+            {"permissions": {"print": False}, "attachments": [{"blob": f"attachments/{JOB}/a"}]},
+            "attached files make the PDF PDF/A-3, and PDF/A forbids encryption",
+        ),
+        ({"metadata": {"title": "a\ud800b"}}, "U+D800: a lone surrogate"),
+        ({"sign": {"reason": "\udfff"}}, "finish.sign.reason holds U+DFFF: a lone surrogate"),
+        ({"metadata": {"title": "Bericht\ufffe"}}, "U+FFFE: a noncharacter"),
+        ({"metadata": {"subject": "\uffff"}}, "U+FFFF: a noncharacter"),
+        ({"metadata": {"keywords": ["a\ufdd0"]}}, "U+FDD0: a noncharacter"),
+        ({"metadata": {"author": "\U0010fffe"}}, "U+10FFFE: a noncharacter"),
+        ({"watermark": {"text": "x\ue000"}}, "U+E000: a private-use character"),
+        ({"watermark": {"text": "x\u0378"}}, "U+0378: unassigned"),
+        (
+            {"watermark": {"text": "ENTWURF 🚫📄"}},
+            "finish.watermark.text holds U+1F6AB NO ENTRY SIGN: an emoji",
+        ),
+        ({"sign": {"location": "Berlin \u2764\ufe0f"}}, "U+FE0F VARIATION SELECTOR-16"),
+    ]
+    + [
+        (
+            {"attachments": [{"blob": f"attachments/{JOB}/{name}"}]},
+            "an invoice XML enters only through finish.facturx",
+        )
+        for name in ("factur-x.xml", "zugferd-invoice.xml", "xrechnung.xml", "Factur-X.xml")
     ],
 )
 def test_what_cannot_be_finished_is_refused_with_a_reason(finish: object, reason: str) -> None:
     with pytest.raises(contract.ContractError) as refused:
         decode(job(finish))
     assert reason in str(refused.value)
+
+
+def test_a_media_type_may_carry_parameters() -> None:
+    blob = f"attachments/{JOB}/lines.csv"
+    body = {"attachments": [{"blob": blob, "mime": "text/csv; charset=utf-8"}]}
+    decoded = decode(job(body))
+    assert decoded.finish is not None
+    assert decoded.finish.attachments[0].mime == "text/csv; charset=utf-8"
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_any_text_is_accepted_or_refused_with_the_field_named(text: str) -> None:
+    try:
+        decode(job({"metadata": {"title": text}}))
+    except contract.ContractError as refused:
+        assert "finish.metadata.title" in str(refused)
+    else:  # what is accepted can be written: UTF-8, no noncharacter, no surrogate
+        text.encode("utf-8")
+        assert not any(finishing.unwritable(char) for char in text)
 
 
 def test_the_signing_key_can_never_come_with_a_job() -> None:

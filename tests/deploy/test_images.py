@@ -140,7 +140,7 @@ def test_image_installs_its_extra(dockerfile: Path) -> None:
 def test_renderer_image_has_chromium_fonts_an_init_and_a_health_check() -> None:
     steps = dockerfiles.instructions(RENDERER)
     runs = " ".join(i.args for i in steps if i.keyword == "RUN")
-    for package in ("chromium-headless-shell", "fonts-noto-cjk", "tini"):
+    for package in ("chromium-headless-shell", "fonts-noto-cjk", "fonts-noto-core", "tini"):
         assert f" {package} " in runs, package
     env = " ".join(i.args for i in steps if i.keyword == "ENV")
     assert "REPORTFARM_CHROMIUM_PATH=/usr/lib/chromium/chromium-headless-shell " in f"{env} "

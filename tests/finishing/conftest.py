@@ -15,6 +15,7 @@ from reportfarm_renderer import browser, templates
 from reportfarm_renderer.finishing import watermark
 
 from reportfarm import contract, finishing
+from tests.renderer import conftest as renderer_conftest
 from tests.renderer.conftest import (  # noqa: F401  (fixtures)
     EXAMPLES,
     client,
@@ -23,7 +24,7 @@ from tests.renderer.conftest import (  # noqa: F401  (fixtures)
     worker_process,
 )
 
-from . import invoices
+from . import invoices, rules
 from .keys import Pki
 
 TAGGED = contract.PdfOptions(tagged=True, outline=True)
@@ -78,3 +79,9 @@ def pki() -> Pki:
 def signing_dir(tmp_path: Path, pki: Pki) -> Path:
     """The farm's signing Secret, mounted: tls.crt (signer + intermediate), tls.key, ca.crt."""
     return pki.write(tmp_path / "signing")
+
+
+def renderer_settings(storage_settings: Any, templates: Path, **overrides: object) -> Any:
+    """The renderer tests' settings, with EN 16931's rules (a renderer without refuses invoices)."""
+    overrides.setdefault("en16931_xslt", rules.xslt())
+    return renderer_conftest.renderer_settings(storage_settings, templates, **overrides)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,10 @@ from reportfarm import contract, finishing
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 from tests.harness import metrics
-from tests.renderer.conftest import renderer_settings, wait_for
+from tests.renderer.conftest import wait_for
 
 from . import verapdf
-from .conftest import TAGGED, example_data
+from .conftest import TAGGED, example_data, renderer_settings
 from .test_stages import structure
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
@@ -190,6 +191,10 @@ async def test_a_tagged_factur_x_invoice_is_valid_pdfa_3b_and_keeps_its_structur
     assert {"H1", "H2", "Table", "TH"} <= set(structure(pdf))
 
 
+GRAND_TOTAL = re.compile(rb"<ram:GrandTotalAmount>[^<]*</ram:GrandTotalAmount>")
+WRONG_TOTAL = b"<ram:GrandTotalAmount>999999.99</ram:GrandTotalAmount>"
+
+
 async def test_a_job_that_cannot_be_finished_fails_with_the_stage_and_the_worker_goes_on(
     storage: StorageSettings, template_dir: Path, client: ReportFarmClient, invoice_xml: bytes
 ) -> None:
@@ -203,6 +208,14 @@ async def test_a_job_that_cannot_be_finished_fails_with_the_stage_and_the_worker
                 data=invoice,
                 finish=finishing.Finish(facturx=finishing.FacturX(xml_blob="factur-x.xml")),
                 files={"factur-x.xml": broken},
+            )
+        )
+        unbalanced = await client.submit(
+            Submission(
+                template="invoice",
+                data=invoice,
+                finish=finishing.Finish(facturx=finishing.FacturX(xml_blob="factur-x.xml")),
+                files={"factur-x.xml": GRAND_TOTAL.sub(WRONG_TOTAL, invoice_xml)},
             )
         )
         no_file = await client.submit(
@@ -220,12 +233,13 @@ async def test_a_job_that_cannot_be_finished_fails_with_the_stage_and_the_worker
         good = await client.submit(
             Submission(template="invoice", data=invoice, finish=finishing.Finish(pdfa="2b"))
         )
-        results = await client.wait([bad_xml, no_file, good], timeout_s=120)
-        assert await wait_for(lambda: _poisoned(client, 2), timeout=30)
+        results = await client.wait([bad_xml, unbalanced, no_file, good], timeout_s=120)
+        assert await wait_for(lambda: _poisoned(client, 3), timeout=30)
         replaced = restarts(renderer)
     assert results[good] is not None and results[good].state == "succeeded", results[good]
     for job_id, stage, reason in [
         (bad_xml, "facturx", "is not a valid en16931 invoice"),
+        (unbalanced, "facturx", "BR-CO-15: [BR-CO-15]-Invoice total amount with VAT (BT-112)"),
         (no_file, "load_files", "does not exist"),
     ]:
         record = results[job_id]
@@ -235,7 +249,7 @@ async def test_a_job_that_cannot_be_finished_fails_with_the_stage_and_the_worker
     poison = {
         item["job_id"]: item["reason"] for item in map(json.loads, await client.queue.peek_poison())
     }
-    assert set(poison) == {bad_xml, no_file}
+    assert set(poison) == {bad_xml, unbalanced, no_file}
     assert "finishing stage 'facturx' failed" in poison[bad_xml]
     assert replaced == 0  # a document's fault never costs a browser
 

@@ -15,9 +15,8 @@ from reportfarm import finishing
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 
-from ..renderer.conftest import renderer_settings
 from . import invoices, verapdf
-from .conftest import TAGGED, example_data
+from .conftest import TAGGED, example_data, renderer_settings
 from .keys import Pki, validate
 from .test_end_to_end import assert_compliant, finished
 

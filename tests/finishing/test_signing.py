@@ -4,7 +4,6 @@ too, and any change to a signed file breaking its signature."""
 
 from __future__ import annotations
 
-import datetime
 import io
 import re
 from pathlib import Path
@@ -12,20 +11,18 @@ from pathlib import Path
 import pikepdf
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
-from pyhanko.keys import load_certs_from_pemder_data
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.diff_analysis import ModificationLevel
 from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko.sign.validation.status import SignatureCoverageLevel
-from pyhanko_certvalidator import ValidationContext
 from reportfarm_renderer import finishing
-from reportfarm_renderer.finishing import permissions, signing
+from reportfarm_renderer.finishing import fonts, permissions, signing
 
 from reportfarm.finishing import Finish, FinishError, Permissions, Signature
 
-from .keys import SIGNER_NAME, Pki, key_pem, pem, rsa_key, signatures, validate
+from .keys import SIGNER_NAME, Pki, certificate, key_pem, pem, rsa_key, signatures, validate
 
 
 @pytest.fixture(scope="module")
@@ -125,35 +122,57 @@ def test_a_visible_signature_is_a_stamp_in_its_box_on_its_page(
 
 
 @pytest.fixture(scope="module")
-def latin_signer(tmp_path_factory: pytest.TempPathFactory) -> signing.Signer:
-    """A signer whose name is all Latin (the bench's throwaway key): its stamps can be cut."""
-    from reportfarm_renderer.benchmarking import finishing as bench
+def polish_signer(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> signing.Signer:
+    """A signer named in Latin-extended letters (the CJK face has no Ł: it stopped the start)."""
+    folder = tmp_path_factory.mktemp("polish")
+    key = ec.generate_private_key(ec.SECP256R1())
+    issuer = (pki.intermediate, pki.intermediate_key)
+    pki.write(folder, key=key, cert=certificate("Łukasz Wójcik İşçi", key, issuer))
+    loaded = signing.Signer.load(folder)
+    assert loaded is not None
+    return loaded
 
-    return bench.throwaway_signer(tmp_path_factory.mktemp("latin"))
+
+SCRIPTS = {
+    "latin-extended": "Zatwierdzone — Łódź, İstanbul, şţ, ř, ő, ą, Ærøskøbing",
+    "greek": "Εγκρίθηκε από το λογιστήριο",
+    "cyrillic": "Утверждено бухгалтерией",
+    "arabic": "تمت الموافقة 2026",
+    "hebrew": "אושר על ידי הנהלת החשבונות 2026",
+    "thai": "อนุมัติแล้ว",
+    "cjk": "批准 承認 승인",
+    "mixed": "Genehmigt · موافق · מאושר · Одобрено · 批准",
+}
 
 
-@pytest.mark.parametrize(
-    ("reason", "small"), [("Statement of account — Zürich", True), ("Approved 批准", False)]
-)
-def test_a_latin_stamp_is_set_in_the_cut_face_and_any_other_in_the_whole(
-    latin_signer: signing.Signer, reason: str, small: bool
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_a_stamp_in_any_script_the_faces_cover_is_drawn_embedded_and_valid(
+    polish_signer: signing.Signer, pki: Pki, script: str
 ) -> None:
-    signer = latin_signer
-    assert 0 < len(signer.small_font) < len(signer.font) // 100
-    now = datetime.datetime.now(datetime.UTC)
-    text = signing.stamp_text(signer.name, now, Signature(reason=reason))
-    assert (signer.stamp_font_for(text) is signer.small_font) is small
-    pdf = signed(signer, Signature(visible=True, reason=reason))
+    reason = SCRIPTS[script]
+    pdf = signed(polish_signer, Signature(visible=True, reason=reason, location=reason[::-1]))
+    assert_valid(pdf, pki)
     with pikepdf.open(io.BytesIO(pdf)) as opened:
         [widget] = opened.Root.AcroForm.Fields
-        assert f"Reason: {reason}" in stamp_text(widget.AP.N)
-        assert all(stamp_fonts(widget.AP.N))
-    [signature] = signatures(pdf)
-    [root] = load_certs_from_pemder_data(pem(signer.certificate))
-    status = validate_pdf_signature(
-        signature, ValidationContext(trust_roots=[root], allow_fetching=False)
-    )
-    assert status.intact and status.valid and status.trusted
+        text = stamp_text(widget.AP.N)
+        assert all(stamp_fonts(widget.AP.N))  # PDF/A: every font embedded
+        assert not list(notdef_glyphs(widget.AP.N))  # every glyph drawn
+    assert "Digitally signed by Łukasz Wójcik İşçi" in text
+    for word in reason.split():
+        assert word in text
+
+
+def notdef_glyphs(appearance: pikepdf.Object):  # type: ignore[no-untyped-def]
+    """Glyph 0 (.notdef) shown by the stamp's text (its fonts are Identity-H: codes are CIDs,
+    and CID 0 is .notdef in either kind of font pyHanko embeds)."""
+    for operands, operator in pikepdf.parse_content_stream(appearance):
+        if str(operator) in ("Tj", "TJ"):
+            for operand in operands[0] if str(operator) == "TJ" else operands:
+                if isinstance(operand, pikepdf.String):
+                    codes = bytes(operand)
+                    for index in range(0, len(codes), 2):
+                        if codes[index : index + 2] == b"\0\0":
+                            yield operand
 
 
 def stamp_text(appearance: pikepdf.Object) -> str:
@@ -162,7 +181,9 @@ def stamp_text(appearance: pikepdf.Object) -> str:
     for operands, operator in pikepdf.parse_content_stream(appearance):
         if str(operator) == "BDC" and isinstance(operands[1], pikepdf.Dictionary):
             words.append(str(operands[1].get("/ActualText", "")))
-    return "\n".join(words)
+        elif str(operator) == "Td" and float(operands[1]) < 0:  # the next line
+            words.append("\n")
+    return "".join(words)
 
 
 def stamp_fonts(appearance: pikepdf.Object):  # type: ignore[no-untyped-def]
@@ -410,11 +431,17 @@ def test_a_certificate_that_expires_while_the_farm_runs_fails_the_job(
         signing.sign(document(), signer, Signature(), owner_password=None, moment=later)
 
 
-def test_without_the_stamps_font_the_renderer_does_not_start(tmp_path: Path) -> None:
-    with pytest.raises(
-        signing.SignerError, match=r"no font for the signature stamp.*fonts-noto-cjk"
-    ):
-        signing.stamp_font((tmp_path / "missing.ttc",))
+def test_without_the_stamps_font_the_renderer_does_not_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fonts, "FONT_ROOTS", (tmp_path,))
+    fonts.faces.cache_clear()
+    try:
+        with pytest.raises(signing.SignerError, match=r"no NotoSans-Regular.ttf.*fonts-noto-core"):
+            signing.stamp_fonts()
+    finally:
+        monkeypatch.undo()
+        fonts.faces.cache_clear()
 
 
 def test_the_chain_file_is_optional(pki: Pki, tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.finishing import Finish, Permissions, Signature
 from reportfarm.settings import StorageSettings
 
-from ..renderer.conftest import WorkerProcess, pdf_text, renderer_settings, wait_for
+from ..renderer.conftest import WorkerProcess, pdf_text, wait_for
+from .conftest import renderer_settings
 from .keys import SIGNER_NAME, Pki, rsa_key, validate
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite]

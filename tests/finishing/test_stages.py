@@ -17,7 +17,7 @@ from reportfarm_renderer import finishing as stages
 
 from reportfarm import finishing
 
-from . import mustang, verapdf
+from . import mustang, rules, verapdf
 
 pytestmark = [pytest.mark.chromium]
 
@@ -31,7 +31,13 @@ FX = "{urn:factur-x:pdfa:CrossIndustryDocument:invoice:1p0#}"
 def run(pdf: bytes, finish: finishing.Finish, files: Mapping[str, bytes] | None = None) -> bytes:
     """``pdf`` through the stages ``finish`` asks for, as the job runner runs them."""
     finish.validate(JOB)
-    inputs = stages.Inputs(job_id=JOB, finish=finish, files=dict(files or {}), moment=MOMENT)
+    inputs = stages.Inputs(
+        job_id=JOB,
+        finish=finish,
+        files=dict(files or {}),
+        moment=MOMENT,
+        business_rules=rules.xslt(),
+    )
     for name, stage in stages.plan(finish):
         pdf = stages.run_stage(name, stage, pdf, inputs)
     return pdf

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,20 @@ def test_a_signing_secret_is_mounted_read_only_where_the_renderer_looks() -> Non
     assert volumes["signing"]["secret"]["secretName"] == "reportfarm-signing"
     assert volumes["signing"]["secret"]["optional"] is False  # a missing Secret: no pod starts
     assert renderer_api.Var.SIGNING_DIR not in env(deployment)
+
+
+def test_a_timestamp_authority_reaches_the_renderer_as_its_variable() -> None:
+    url = "https://tsa.example.com/rfc3161"
+    deployment = by_kind(
+        pool(signingSecretRef={"name": "reportfarm-signing"}, signingTimestampUrl=url)
+    )["Deployment"]
+    assert env(deployment)[renderer_api.Var.TSA_URL] == {
+        "name": renderer_api.Var.TSA_URL,
+        "value": url,
+    }
+    assert renderer_api.Var.TSA_URL not in env(by_kind(pool())["Deployment"])
+    timestamp = _spec_schema()["properties"]["signingTimestampUrl"]
+    assert re.match(timestamp["pattern"], url) and not re.match(timestamp["pattern"], "ftp://x")
 
 
 def test_without_a_signing_secret_nothing_is_mounted() -> None:

@@ -29,6 +29,10 @@ from reportfarm_renderer import browser
 from reportfarm_renderer import finishing as stages
 from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.finishing import signing, throwaway, watermark
+from reportfarm_renderer.settings import RendererSettings
+
+RULES = RendererSettings.from_env().en16931_xslt
+"""EN 16931's rules, as the renderer is set (the Factur-X row checks its invoice with them)."""
 
 INVOICE_XML = Path(__file__).resolve().parents[3] / "examples" / "data" / "invoice.factur-x.xml"
 """The example invoice's Factur-X XML: the ``facturx`` row is measured on the invoice only."""
@@ -223,6 +227,7 @@ def _finished(
             files=files,
             signer=signer,
             moment=datetime.datetime.now(datetime.UTC),
+            business_rules=RULES,
         )
         started = time.perf_counter()
         out = pdf

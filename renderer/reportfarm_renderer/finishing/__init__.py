@@ -8,9 +8,10 @@ browser went back to the pool, in this order:
 2. ``facturx``: the invoice XML as ``factur-x.xml``, with Factur-X's XMP (the factur-x library,
    which rewrites the catalogue's files, so it goes before ``attach``);
 3. ``attach``: the job's files, embedded with their relationship (PDF/A-3 ``/AF``);
-4. ``pdfa``: PDF/A-2b or -3b (output intent, XMP identification, what PDF/A forbids removed);
-5. ``permissions``: AES-256 with an owner password made here and kept only for ``sign``;
-6. ``sign``: a PAdES signature by the farm's key, always last (any later change would break it).
+4. ``pdfua``: with metadata, a tagged PDF made PDF/UA-1 (identification, artifacts);
+5. ``pdfa``: PDF/A-2b or -3b (output intent, XMP identification, what PDF/A forbids removed);
+6. ``permissions``: AES-256 with an owner password made here and kept only for ``sign``;
+7. ``sign``: a PAdES signature by the farm's key, always last (any later change would break it).
 
 The watermark is not a stage here: it is HTML, printed by Chromium with the page
 (:mod:`.watermark`), so its text is real text in an embedded font (PDF/A needs that) and costs
@@ -24,6 +25,7 @@ import dataclasses
 import datetime
 import importlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reportfarm import outcomes
@@ -57,6 +59,8 @@ class Inputs:
         default_factory=lambda: datetime.datetime.now(datetime.UTC)
     )
     """When finishing began: the creation date unless the job gives one."""
+    business_rules: Path | None = None
+    """EN 16931's rules for the ``facturx`` stage (the renderer's ``en16931_xslt`` setting)."""
     owner_password: str | None = None
     """Set by ``permissions`` for ``sign`` (an encrypted PDF is signed with it), then dropped."""
 
@@ -73,6 +77,8 @@ def plan(finish: Finish) -> list[tuple[str, Stage]]:
         stages.append(("facturx", _stage("facturx")))
     if finish.attachments:
         stages.append(("attach", _stage("attachments")))
+    if finish.metadata is not None:  # a tagged PDF becomes PDF/UA (an untagged one is left)
+        stages.append(("pdfua", _stage("pdfua")))
     if finish.archival is not None:
         stages.append(("pdfa", _stage("pdfa")))
     if finish.permissions is not None:
@@ -108,7 +114,7 @@ def run_stage(name: str, stage: Stage, pdf: bytes, inputs: Inputs) -> bytes:
     """One stage; whatever it raises becomes a :class:`FinishingFailed` naming it."""
     try:
         return stage(pdf, inputs)
-    except FinishingFailed:
+    except (FinishingFailed, outcomes.TemporaryError):
         raise
     except outcomes.PermanentError as error:
         raise FinishingFailed(name, error.description) from error

@@ -43,7 +43,8 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
                 content,
                 description=attachment.description or name,
                 filename=name,
-                mime_type=attachment.mime,
+                # /Subtype is a media type's name, without its parameters (PDF 7.11.4)
+                mime_type=attachment.mime.split(";")[0].strip(),
                 creation_date=when,
                 mod_date=when,
                 relationship=pikepdf.Name("/" + attachment.relationship),

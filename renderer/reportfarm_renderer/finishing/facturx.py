@@ -5,8 +5,9 @@ file name, version 1.0, the profile as ConformanceLevel) and the PDF/A-3 identif
 The XML is checked first, and a job whose XML cannot be an invoice is a permanent error naming
 what is wrong: not well-formed; a DOCTYPE (an invoice needs none, and entities are how an XML
 reads files it should not); not a Factur-X invoice; a profile (``finish.facturx.level``) other
-than the one its guideline ID declares; or not valid against that profile's XSD (the library's
-check, on). The XML is embedded byte for byte as the job sent it.
+than the one its guideline ID declares; not valid against that profile's XSD (the library's
+check); or breaking EN 16931's business rules (:mod:`.en16931`, with the rule's id and text).
+The XML is embedded byte for byte as the job sent it.
 
 The library rewrites what it touches: the XMP packet and document information (its own title,
 dates and producer), the catalogue's ``/AF`` and ``/Names``. So this stage runs on the PDF as
@@ -28,6 +29,8 @@ from lxml import etree
 
 from reportfarm.finishing import FACTURX_LEVELS, FinishError
 
+from . import en16931
+
 if TYPE_CHECKING:
     from . import Inputs
 
@@ -45,6 +48,13 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
     if xml is None:
         raise FinishError(f"the job's file {wanted.xml_blob!r} was not loaded")
     level = invoice_level(xml, wanted.level)
+    try:
+        facturx_library.xml_check_xsd(xml, flavor="factur-x", level=level)
+    except Exception as error:  # the library raises bare Exceptions for an invalid XML
+        raise FinishError(
+            f"the Factur-X XML is not a valid {level} invoice: {error}"[:800]
+        ) from None
+    en16931.check(xml, level, inputs.business_rules)  # the XSD first: the rules need its shape
     with pikepdf.open(io.BytesIO(pdf)) as printed:
         for name in ("/AF", "/Names"):
             if name in printed.Root:
@@ -58,7 +68,7 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
                 xml,
                 flavor="factur-x",
                 level=level,
-                check_xsd=True,
+                check_xsd=False,  # checked above
                 xmp_compression=False,
             )
         except Exception as error:  # the library raises bare Exceptions for an invalid XML

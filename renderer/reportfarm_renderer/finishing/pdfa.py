@@ -20,6 +20,8 @@ trailer ``/ID``. The page content is never rewritten, so a tagged PDF keeps its 
 ``prepare`` keeps only the XMP properties PDF/A predefines; the ones an extension schema of the
 packet describes (Factur-X's ``fx:``) are put back, with their schema, afterwards.
 
+Before it is saved, :mod:`.pdfacheck` checks what breaks PDF/A most often (a ``.notdef`` glyph,
+a font not embedded, no output intent, encryption) and fails the job naming the rule.
 The tests validate the result with veraPDF (``scripts/verapdf/install.sh``), never with pikepdf.
 """
 
@@ -32,6 +34,8 @@ from typing import TYPE_CHECKING
 import pikepdf
 import pikepdf.pdfa
 from lxml import etree
+
+from . import pdfacheck
 
 if TYPE_CHECKING:
     from . import Inputs
@@ -65,6 +69,7 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
                 level,
                 sentence,
             )
+        pdfacheck.check(document)  # never called PDF/A when it plainly is not
         out = io.BytesIO()
         document.save(out, **pikepdf.pdfa.resolve_save_kwargs(level))
         return out.getvalue()

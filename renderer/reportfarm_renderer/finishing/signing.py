@@ -1,5 +1,6 @@
-"""The ``sign`` stage: a PAdES baseline B-B signature (``ETSI.CAdES.detached``, SHA-256) by the
-farm's key, added as an incremental update, always the last stage (a later change would break it).
+"""The ``sign`` stage: a PAdES baseline B-B signature (``ETSI.CAdES.detached``, SHA-256; B-T
+with a timestamp authority) by the farm's key, added as an incremental update, always the last
+stage (a later change would break it).
 
 The key and its certificate come from a ``kubernetes.io/tls`` Secret mounted as a folder
 (``REPORTFARM_SIGNING_DIR``, by default ``renderer_api.SIGNING_DIR``): ``tls.key`` (unencrypted,
@@ -16,20 +17,28 @@ What a signature is here:
   and contact in the signature dictionary;
 - invisible (a zero-size widget on the first page), or visible: a stamp in the job's box on its
   page, saying who signed (the certificate's common name), when (UTC) and, cut to a line each, the
-  reason and location. Its text is an embedded subset of Noto Sans CJK (Latin and CJK alike):
-  PDF/A allows no font that is not embedded, and the PDF may be PDF/A by now;
+  reason and location. Its text is set run by run in Debian's Noto faces (:mod:`.fonts`,
+  :mod:`.stamp`: Latin, Greek, Cyrillic, Arabic, Hebrew, Thai, CJK...), a subset of each embedded:
+  PDF/A allows no font that is not embedded, and the PDF may be PDF/A by now. A reason or
+  location no face can draw is refused before the print; a signer's name is drawn with such
+  characters as ``U+XXXX`` (a certificate is never a reason not to start);
 - an encrypted PDF (``permissions``) is signed with the owner password that stage left, and keeps
   its encryption and permissions;
 - the document's metadata (its Info dictionary and XMP) stays as the earlier stages made it:
   pyHanko would rewrite the XMP (breaking the PDF/A extension schemas Factur-X needs, pyHanko
   issue 755) and add itself to the Info's producer only, which PDF/A forbids (the two must agree).
 
-Not here: a timestamp from a timestamp authority (B-T) and revocation data for long-term
-validation (B-LT, B-LTA); the signing time is the renderer's clock.
+With a timestamp authority named (the ReportPool's ``signingTimestampUrl``, the renderer's
+``REPORTFARM_TSA_URL``), every signature carries its RFC 3161 signature timestamp: PAdES B-T, the
+time vouched for by the authority, not the renderer's clock. An authority that does not answer
+makes the job temporary (delivered again later), never a signature without the timestamp asked
+for; at start it is asked once and only logged (:meth:`Signer.try_timestamp`). Not here:
+revocation data for long-term validation (B-LT, B-LTA).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import io
@@ -46,25 +55,21 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
-from pyhanko.pdf_utils import layout
 from pyhanko.pdf_utils.crypt import AuthStatus
-from pyhanko.pdf_utils.font.api import FontEngineFactory
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from pyhanko.pdf_utils.text import TextBoxStyle
-from pyhanko.pdf_utils.writer import BasePdfFileWriter
-from pyhanko.sign import fields, signers
-from pyhanko.stamp import TextStampStyle
+from pyhanko.sign import fields, signers, timestamps
+from pyhanko.sign.timestamps.common_utils import TimestampRequestError
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
+from reportfarm import outcomes
 from reportfarm.finishing import FinishError, Signature
 
+from . import fonts, stamp
 from .keys import CERT_FILE, CHAIN_FILE, KEY_FILE, SignerError, absent, require
 
 __all__ = ["CERT_FILE", "CHAIN_FILE", "KEY_FILE", "Signer", "SignerError", "apply", "require"]
 
 if TYPE_CHECKING:
-    from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
-
     from . import Inputs
 
 logger = logging.getLogger(__name__)
@@ -73,17 +78,11 @@ logging.getLogger("fontTools.subset").setLevel(logging.WARNING)
 
 """The file names of a ``kubernetes.io/tls`` Secret (``ca.crt``: as cert-manager adds it)."""
 FIELD_NAME = "ReportfarmSignature"
-STAMP_FONTS = (
-    Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"),  # Debian: fonts-noto-cjk
-    Path("/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc"),  # Arch: noto-fonts-cjk
-    Path("/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc"),  # Fedora
-)
-"""Where the stamp's font is looked for (the renderer image installs fonts-noto-cjk)."""
-STAMP_FACE = "Noto Sans CJK SC"
-"""The face taken from the collection (any face has Latin; this one's CJK is Simplified Chinese)."""
-STAMP_FONT_SIZE = 10
 STAMP_LINE = 80
 """Characters of a stamp line (reason, location) before it is cut; the signature keeps it whole."""
+TSA_TIMEOUT_S = 10
+TSA_RETRY_S = 30.0
+"""A job whose timestamp the authority did not give is delivered again after this."""
 MIN_RSA_BITS = 2048
 PrivateKey = (
     rsa.RSAPrivateKey
@@ -103,18 +102,9 @@ class Signer:
     certificate: x509.Certificate
     chain: tuple[x509.Certificate, ...]
     """The certificates embedded after the signer's (intermediates, and the root if given)."""
-    font: bytes
-    """The stamp's font program: an OpenType (CFF) face of 1000 units per em, as pyHanko needs."""
-    small_font: bytes = b""
-    """The same face cut to :data:`SMALL_FONT_CHARACTERS` (made once, at load): a stamp whose
-    text is all in it is set with it. pyHanko parses the font program for every stamp, and the
-    whole CJK face (16 MB) made a visible signature ~0.3 s slower (bench-finish)."""
-
-    def stamp_font_for(self, text: str) -> bytes:
-        shown = text.replace("\n", "")  # the stamp's lines
-        if self.small_font and all(ord(char) in SMALL_FONT_CHARACTERS for char in shown):
-            return self.small_font
-        return self.font
+    timestamper: timestamps.TimeStamper | None = None
+    """The timestamp authority (RFC 3161) that makes signatures PAdES B-T; None: B-B."""
+    timestamp_url: str | None = None
 
     @property
     def subject(self) -> str:
@@ -153,7 +143,7 @@ class Signer:
             )
 
     @classmethod
-    def load(cls, folder: Path) -> Signer | None:
+    def load(cls, folder: Path, *, timestamp_url: str | None = None) -> Signer | None:
         """The key in ``folder`` (a mounted ``kubernetes.io/tls`` Secret), proven by signing a
         blank page; None when the folder holds neither key nor certificate (signing is off).
         Blocking (files, a signature): run it in a thread. Raises :class:`SignerError`."""
@@ -190,22 +180,52 @@ class Signer:
             pyhanko_signer=_pyhanko_signer(key, certificate, chain),
             certificate=certificate,
             chain=tuple(chain),
-            font=(font := stamp_font()),
-            small_font=small_face(font),
+            timestamper=timestamps.HTTPTimeStamper(timestamp_url, timeout=TSA_TIMEOUT_S)
+            if timestamp_url
+            else None,
+            timestamp_url=timestamp_url,
         )
+        stamp_fonts()
         signer.prove()
+        signer.try_timestamp()
+        if fonts.undrawable(signer.name) is not None:
+            logger.warning(
+                "no font draws all of the signer's name %r: stamps say %r",
+                signer.name,
+                fonts.drawable(signer.name),
+            )
         return signer
+
+    def try_timestamp(self) -> None:
+        """Ask the timestamp authority once, at start: an answer it cannot give is logged (a
+        TSA that is away now may be back for the first job; a job then retries, see sign)."""
+        if self.timestamper is None:
+            return
+        try:  # blocking, in the start-up thread (which has no event loop)
+            asyncio.run(self.timestamper.async_timestamp(bytes(32), "sha256"))
+        except Exception as error:
+            logger.warning(
+                "the timestamp authority %s did not answer: %s", self.timestamp_url, error
+            )
+        else:
+            logger.info("signing: PAdES B-T, timestamps from %s", self.timestamp_url)
 
     def prove(self) -> None:
         """Sign a blank page (visible, so the stamp's font is tried too): whatever pyHanko
-        refuses about the key shows at start, not in the first job."""
+        refuses about the key shows at start, not in the first job. Without a timestamp: the
+        authority's answer is tried apart (:meth:`try_timestamp`) and never stops the start."""
         document = pikepdf.new()
         document.add_blank_page(page_size=(595, 842))
         blank = io.BytesIO()
         document.save(blank)
         wanted = Signature(visible=True, reason="start-up check")
         try:
-            sign(blank.getvalue(), self, wanted, owner_password=None)
+            sign(
+                blank.getvalue(),
+                dataclasses.replace(self, timestamper=None),
+                wanted,
+                owner_password=None,
+            )
         except Exception as error:
             raise SignerError(
                 f"signing a blank page with {self.subject!r} failed: "
@@ -245,37 +265,35 @@ def sign(
         location=wanted.location,
         contact_info=wanted.contact,
     )
-    if not wanted.visible:
-        spec = fields.SigFieldSpec(FIELD_NAME, on_page=0)
-        pdf_signer = signers.PdfSigner(metadata, signer.pyhanko_signer, new_field_spec=spec)
-        return pdf_signer.sign_pdf(writer).getvalue()
-    page, box = _placement(pdf, wanted)
-    text = stamp_text(signer.name, moment, wanted)
-    style = TextStampStyle(
-        stamp_text="%(text)s",
-        text_box_style=TextBoxStyle(
-            font=_StampFont(signer.stamp_font_for(text), STAMP_FONT_SIZE),
-            font_size=STAMP_FONT_SIZE,
-        ),
-        border_width=1,
-        inner_content_layout=layout.SimpleBoxLayoutRule(
-            x_align=layout.AxisAlignment.ALIGN_MIN,
-            y_align=layout.AxisAlignment.ALIGN_MID,
-            margins=layout.Margins.uniform(5),
-            inner_content_scaling=layout.InnerScaling.SHRINK_TO_FIT,
-        ),
-    )
-    spec = fields.SigFieldSpec(FIELD_NAME, on_page=page, box=box)
-    pdf_signer = signers.PdfSigner(
-        metadata, signer.pyhanko_signer, stamp_style=style, new_field_spec=spec
-    )
-    return pdf_signer.sign_pdf(writer, appearance_text_params={"text": text}).getvalue()
+    try:
+        if not wanted.visible:
+            spec = fields.SigFieldSpec(FIELD_NAME, on_page=0)
+            pdf_signer = signers.PdfSigner(
+                metadata, signer.pyhanko_signer, new_field_spec=spec, timestamper=signer.timestamper
+            )
+            return pdf_signer.sign_pdf(writer).getvalue()
+        page, box = _placement(pdf, wanted)
+        text = stamp_text(signer.name, moment, wanted)
+        spec = fields.SigFieldSpec(FIELD_NAME, on_page=page, box=box)
+        pdf_signer = signers.PdfSigner(
+            metadata,
+            signer.pyhanko_signer,
+            stamp_style=stamp.style(),
+            new_field_spec=spec,
+            timestamper=signer.timestamper,
+        )
+        return pdf_signer.sign_pdf(writer, appearance_text_params={"text": text}).getvalue()
+    except TimestampRequestError as error:  # the authority is away: another delivery may do
+        raise outcomes.TemporaryError(
+            f"the timestamp authority {signer.timestamp_url} did not answer: {error}"[:500],
+            delay_s=TSA_RETRY_S,
+        ) from error
 
 
 def stamp_text(name: str, moment: datetime.datetime, wanted: Signature) -> str:
     """What a visible signature says: who, when (UTC), and the reason and location if given."""
     lines = [
-        f"Digitally signed by {_line(name)}",
+        f"Digitally signed by {_line(fonts.drawable(name))}",
         f"Date: {moment.astimezone(datetime.UTC):%Y-%m-%d %H:%M:%S} UTC",
     ]
     if wanted.reason:
@@ -320,89 +338,21 @@ class _Writer(IncrementalPdfFileWriter):
         return None
 
 
-class _StampFont(FontEngineFactory):
-    """pyHanko's OpenType engine on a font program held in memory (a face of a collection, which
-    its own factory, reading a file by name, cannot open)."""
-
-    def __init__(self, program: bytes, size: int) -> None:
-        self.program = program
-        self.size = size
-
-    def create_font_engine(
-        self, writer: BasePdfFileWriter, obj_stream: object = None
-    ) -> GlyphAccumulator:
-        from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
-
-        if obj_stream is None and writer.stream_xrefs:
-            obj_stream = writer.prepare_object_stream()
-        return GlyphAccumulator(
-            writer=writer,
-            font_handle=io.BytesIO(self.program),
-            font_size=self.size,
-            obj_stream=obj_stream,
-        )
-
-
-SMALL_FONT_CHARACTERS = frozenset(
-    [*range(0x20, 0x7F), *range(0xA0, 0x250), *range(0x2010, 0x2060), 0x20AC, 0x2122]
-)
-"""Latin (Basic, Latin-1, Extended-A and -B), general punctuation, the euro and trade marks."""
-
-
-def small_face(program: bytes) -> bytes:
-    """``program`` cut to :data:`SMALL_FONT_CHARACTERS` (fontTools' subsetter), the layout
-    features kept; ``b""`` if it cannot be cut (then every stamp uses the whole face)."""
-    from fontTools import subset
-    from fontTools.ttLib import TTFont
-
-    try:
-        font = TTFont(io.BytesIO(program))
-        options = subset.Options()
-        options.layout_features = ["kern"]  # a Latin line needs no more; GSUB/GPOS stay small
-        options.name_IDs = ["*"]
-        options.notdef_outline = True
-        subsetter = subset.Subsetter(options)
-        subsetter.populate(unicodes=SMALL_FONT_CHARACTERS)
-        subsetter.subset(font)
-        out = io.BytesIO()
-        font.save(out)
-    except Exception as error:  # the whole face still works: slower, not wrong
-        logger.warning("could not cut the stamp's font for Latin stamps: %s", error)
-        return b""
-    return out.getvalue()
-
-
-def stamp_font(candidates: tuple[Path, ...] = STAMP_FONTS) -> bytes:
-    """The stamp's font program: :data:`STAMP_FACE` out of the first collection found."""
+def stamp_fonts() -> None:
+    """The stamp's faces are installed (and pyHanko's OpenType engine), or :class:`SignerError`."""
     try:  # pyHanko's OpenType engine, which the stamp uses: fontTools and HarfBuzz
         import pyhanko.pdf_utils.font.opentype  # noqa: F401
-        from fontTools.ttLib import TTCollection
     except ImportError as error:
         raise SignerError(
             f"the signature stamp needs pyHanko's OpenType support: {error}; "
             "install reportfarm[renderer] (pyhanko[opentype])"
         ) from None
-
-    path = next((candidate for candidate in candidates if candidate.is_file()), None)
-    if path is None:
-        looked = ", ".join(str(candidate) for candidate in candidates)
+    available = fonts.faces()
+    if not available or available[0].spec != fonts.FACES[0]:
         raise SignerError(
-            f"no font for the signature stamp (looked for {looked}): install fonts-noto-cjk"
+            f"no {fonts.FACES[0].file} for the signature stamp (looked under "
+            f"{', '.join(map(str, fonts.FONT_ROOTS))}): install fonts-noto-core"
         )
-    try:
-        faces = TTCollection(str(path), lazy=True).fonts
-        face = next(
-            (font for font in faces if font["name"].getDebugName(1) == STAMP_FACE), faces[0]
-        )
-        if face["head"].unitsPerEm != 1000 or "CFF " not in face:
-            raise SignerError(f"{path}: the stamp needs an OpenType (CFF) face of 1000 units/em")
-        out = io.BytesIO()
-        face.save(out)
-    except SignerError:
-        raise
-    except Exception as error:
-        raise SignerError(f"{path}: cannot read the stamp's font: {error}") from error
-    return out.getvalue()
 
 
 def _read(path: Path) -> bytes:

@@ -1,0 +1,127 @@
+"""The visible signature's stamp: pyHanko's text stamp, its lines set in several faces.
+
+pyHanko's text box sets all its text in one font; a stamp that says who signed, why and where may
+mix scripts no single face has (a Polish name, a reason in Arabic, a place in Hebrew). Here each
+line is cut into runs (:func:`.fonts.runs`), each run shaped by HarfBuzz in its own face through
+pyHanko's OpenType engine (a subset of each face used is embedded), and the runs placed left to
+right in visual order."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from typing import TYPE_CHECKING, Any
+
+from pyhanko.pdf_utils import layout
+from pyhanko.pdf_utils.content import ResourceType
+from pyhanko.pdf_utils.font.api import FontEngine, FontEngineFactory
+from pyhanko.pdf_utils.generic import pdf_name
+from pyhanko.pdf_utils.text import TextBox, TextBoxStyle
+from pyhanko.pdf_utils.writer import BasePdfFileWriter
+from pyhanko.stamp import TextStamp, TextStampStyle
+
+from . import fonts
+
+if TYPE_CHECKING:
+    from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
+
+FONT_SIZE = 10
+
+
+class _FaceFont(FontEngineFactory):
+    """pyHanko's OpenType engine on a font program held in memory (a face of a collection, which
+    its own factory, reading a file by name, cannot open); ``direction`` set, not guessed."""
+
+    def __init__(self, program: bytes, *, rtl: bool | None = None) -> None:
+        self.program = program
+        self.rtl = rtl
+
+    def create_font_engine(
+        self, writer: BasePdfFileWriter, obj_stream: object = None
+    ) -> GlyphAccumulator:
+        from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
+
+        if obj_stream is None and writer.stream_xrefs:
+            obj_stream = writer.prepare_object_stream()
+        return GlyphAccumulator(
+            writer=writer,
+            font_handle=io.BytesIO(self.program),
+            font_size=FONT_SIZE,
+            obj_stream=obj_stream,
+        )
+
+
+class _RunsBox(TextBox):
+    """A text box whose lines are runs in several faces (``F1``, ``F2``...)."""
+
+    def __init__(self, style: TextBoxStyle, writer: BasePdfFileWriter, resources: Any) -> None:
+        super().__init__(style, writer, resources=resources, box=None)
+        # the first face's engine (F1) is the text box's own: every stamp has Latin labels
+        self._engines = {fonts.faces()[0].name: (self.font_name, self.font_engine)}
+
+    def _engine(self, face: fonts.Face) -> tuple[str, FontEngine]:
+        if face.name not in self._engines:
+            assert self.writer is not None
+            engine = _FaceFont(face.program).create_font_engine(self.writer)
+            engine.font_size = self.style.font_size
+            self._engines[face.name] = (f"F{len(self._engines) + 1}", engine)
+        return self._engines[face.name]
+
+    def put_string_line(self, txt: str) -> tuple[bytes, float]:
+        size = self.style.font_size
+        ops: list[bytes] = []
+        advance = 0.0
+        for run in fonts.runs(txt):
+            name, engine = self._engine(run.face)
+            engine.writing_direction = "rtl" if run.rtl else "ltr"  # type: ignore[attr-defined]
+            shaped = engine.shape(run.text)
+            ops.append(b"/%s %d Tf" % (name.encode("ascii"), size))
+            ops.append(shaped.graphics_ops)
+            advance += shaped.x_advance * size
+        # the engine leaves the cursor after the last glyph: back to the line's start, one down
+        ops.append(b"%g %g Td" % (-advance, -self.leading))
+        return b" ".join(ops), abs(advance)
+
+    def render(self) -> bytes:
+        for name, engine in self._engines.values():
+            if name != self.font_name:  # F1, the first face's: the text box sets it
+                self.set_resource(
+                    category=ResourceType.FONT,
+                    name=pdf_name("/" + name),
+                    value=engine.as_resource(),
+                )
+        return super().render()
+
+
+class _Stamp(TextStamp):
+    def _text_layout(self) -> bytes:
+        assert self.writer is not None
+        self.text_box = box = _RunsBox(
+            self.style.text_box_style, writer=self.writer, resources=self.resources
+        )
+        box.content = self.style.stamp_text % (self.text_params or {})
+        return box.render()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunsStampStyle(TextStampStyle):
+    def create_stamp(
+        self, writer: BasePdfFileWriter, box: layout.BoxConstraints, text_params: dict
+    ) -> TextStamp:
+        return _Stamp(writer=writer, style=self, box=box, text_params=text_params)
+
+
+def style() -> RunsStampStyle:
+    """The stamp's style: a 1-point border, the text at 10 points, shrunk to fit the box."""
+    first = fonts.faces()[0]
+    return RunsStampStyle(
+        stamp_text="%(text)s",
+        text_box_style=TextBoxStyle(font=_FaceFont(first.program), font_size=FONT_SIZE),
+        border_width=1,
+        inner_content_layout=layout.SimpleBoxLayoutRule(
+            x_align=layout.AxisAlignment.ALIGN_MIN,
+            y_align=layout.AxisAlignment.ALIGN_MID,
+            margins=layout.Margins.uniform(5),
+            inner_content_scaling=layout.InnerScaling.SHRINK_TO_FIT,
+        ),
+    )
