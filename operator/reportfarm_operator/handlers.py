@@ -82,15 +82,12 @@ def scaling_loop(memo: kopf.Memo, **_: Any) -> float:
     ticker, task = memo.get("scaling_loop"), memo.get("ticker")
     if not isinstance(ticker, ticking.Ticker) or not isinstance(task, asyncio.Task):
         return 0.0  # still starting
-    stuck_after = runtime_of(memo).settings.stuck_after
-    if task.done():
-        raise kopf.PermanentError("the scaling loop has ended")
-    stalled = ticker.stalled_for()
-    if stalled > stuck_after:
-        raise kopf.PermanentError(
-            f"the scaling loop has not completed a pass for {stalled:.0f} s (> {stuck_after:g} s)"
+    try:
+        return ticker.alive(
+            running=not task.done(), stuck_after=runtime_of(memo).settings.stuck_after
         )
-    return round(stalled, 1)
+    except ticking.Stuck as error:
+        raise kopf.PermanentError(str(error)) from error
 
 
 @kopf.on.cleanup()

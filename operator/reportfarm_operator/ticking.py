@@ -46,6 +46,10 @@ def status_path(namespace: str, name: str) -> str:
     return f"{base}/{name}/status"
 
 
+class Stuck(Exception):
+    """The scaling loop has stopped completing passes (the liveness probe fails)."""
+
+
 class Ticker:
     def __init__(
         self, runtime: Runtime, *, pools: Pools, interval: float, tick_timeout: float = 60.0
@@ -72,9 +76,18 @@ class Ticker:
             self.completed_at = time.monotonic()
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
 
-    def stalled_for(self) -> float:
-        """Seconds since the last pass over all pools ended."""
-        return time.monotonic() - self.completed_at
+    def alive(self, *, running: bool, stuck_after: float) -> float:
+        """Seconds since the last pass over all pools ended; :class:`Stuck` when the loop has
+        ended (``running`` false) or that is more than ``stuck_after``."""
+        if not running:
+            raise Stuck("the scaling loop has ended")
+        stalled = time.monotonic() - self.completed_at
+        if stalled > stuck_after:
+            raise Stuck(
+                f"the scaling loop has not completed a pass for {stalled:.0f} s "
+                f"(> {stuck_after:g} s)"
+            )
+        return round(stalled, 1)
 
     async def tick_all(self) -> None:
         bodies = [dict(body) for body in self.pools()]
