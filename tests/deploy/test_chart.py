@@ -139,7 +139,7 @@ def test_operator_deployment_is_one_locked_down_replica(helm: Path) -> None:
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (container,) = pod["containers"]
     assert container["command"] == ["reportfarm", "operator"]
-    assert "args" not in container  # cluster-wide, standalone
+    assert container["args"] == ["--namespace=farm"]  # its own namespace, standalone
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
@@ -530,3 +530,29 @@ def test_gateway_schema_and_values_name_the_same_options() -> None:
     assert set(schema["properties"]) == set(values)
     for section in ("image", "service", "ingress", "connectionSecretRef", "tokensSecretRef"):
         assert set(schema["properties"][section]["properties"]) == set(values[section]), section
+
+
+# --- the CRD's own documentation -------------------------------------------------------------
+
+
+def _leaves(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, child in (node.get("properties") or {}).items():
+        yield from _leaves(child, f"{path}.{name}")
+    if not node.get("properties"):
+        yield path, node
+
+
+def test_every_default_and_bound_is_in_the_field_description() -> None:
+    """``kubectl explain`` shows descriptions, not the schema's default/minimum/maximum/enum."""
+    crd = yaml.safe_load((ROOT / "crds" / "reportpools.reportfarm.io.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    checked = 0
+    for path, field in _leaves(spec, "spec"):
+        text = field.get("description", "")
+        for key in ("default", "minimum", "maximum"):
+            if key in field:
+                checked += 1
+                assert str(field[key]) in text, (path, key, field[key], text)
+        for value in field.get("enum", []):
+            assert str(value) in text, (path, value, text)
+    assert checked >= 20
