@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from reportfarm import renderer_api
 from reportfarm import settings as common
 
 
@@ -29,6 +30,10 @@ class OperatorSettings(common.FromEnv):
     """REPORTFARM_OPERATOR_STUCK_AFTER: seconds without a completed pass of the scaling loop
     after which /healthz answers 500 (the liveness probe then restarts the operator). A pass
     takes at most the tick timeout (60 s), and one starts every 5 s: keep it above their sum."""
+    renderer_port: int = common.setting("REPORTFARM_OPERATOR_RENDERER_PORT", renderer_api.PORT)
+    """REPORTFARM_OPERATOR_RENDERER_PORT: the port the operator reaches renderer pods on (their
+    /metrics and PUT /pool): the pods' own port, 8080, unless something in front of them moves
+    it (the kube tests put a fake renderer there)."""
     pod_timeout: float = common.setting("REPORTFARM_OPERATOR_POD_TIMEOUT", 2.0, minimum=0.1)
     """REPORTFARM_OPERATOR_POD_TIMEOUT: seconds for one renderer's /metrics or PUT /pool."""
     queue_timeout: float = common.setting("REPORTFARM_OPERATOR_QUEUE_TIMEOUT", 10.0, minimum=0.1)

@@ -6,6 +6,9 @@
   however few pods are wanted; the reason is Azure's own error code.
 - **Nothing quiet after a restart**: a SIGKILLed operator's successor logs and posts each ongoing
   failure (a wrong key, pods no node can hold) exactly once, then stays quiet.
+- **A failing resize warns once per change**: a fake renderer (the pod's IP moved to a loopback
+  address where a small HTTP server answers /metrics and refuses PUT /pool) gets one WARNING line
+  and one Warning Event per wording of its failure, not one per tick.
 - **Liveness knows the scaling loop**: /healthz answers while passes complete and fails once a
   pass hangs (a queue endpoint that accepts connections and never answers).
 
@@ -26,13 +29,14 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
 
-from reportfarm import azurite, contract
+from reportfarm import azurite, contract, renderer_api
 from reportfarm.storage.queueing import JobQueue
 from tests.harness import polling, pools, reportpools
 from tests.harness.operators import OperatorProcess
@@ -277,3 +281,107 @@ def test_liveness_fails_when_the_scaling_loop_is_stuck(
         )
         assert time.monotonic() - started > 10  # not before the loop could be called stuck
         assert operator.alive
+
+
+class FakeRenderer:
+    """/metrics (one browser, busy) and PUT /pool answering ``self.answer``, on a loopback
+    address of its own, in a thread."""
+
+    def __init__(self, host: str) -> None:
+        owner = self
+        self.answer = (500, "boom")
+        self.puts = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = (
+                    f"# TYPE {renderer_api.POOL_SIZE_METRIC} gauge\n"
+                    f"{renderer_api.POOL_SIZE_METRIC} 1\n"
+                    f"# TYPE {renderer_api.POOL_BUSY_METRIC} gauge\n"
+                    f"{renderer_api.POOL_BUSY_METRIC} 1\n"
+                ).encode()
+                self._send(200, body)
+
+            def do_PUT(self) -> None:
+                owner.puts += 1
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, text = owner.answer
+                self._send(status, text.encode())
+
+            def _send(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.port = int(self.server.server_address[1])
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeRenderer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(900)
+def test_a_failing_resize_warns_once_per_change(
+    kube_api: kubernetes.client.ApiClient,
+    kubeconfig_path: Path,
+    namespace: str,  # noqa: F811
+    azurite_server: azurite.Azurite,
+    operators: Callable[..., OperatorProcess],
+) -> None:
+    connection = azurite_server.connection_string
+    queue = f"q{uuid.uuid4().hex[:10]}"
+    send(connection, queue, 30)  # work that wants more browsers than the pod reports
+    pool = pools.Pool(kube_api, namespace, POOL)
+    pool.create(queue, connection, replicas={"min": 1, "max": 1})
+    eventually(
+        "a ready pod (kwok)",
+        lambda: any(
+            c.type == "Ready" and c.status == "True"
+            for p in pool.pods()
+            for c in (p.status.conditions or [])
+        ),
+    )
+    (pod,) = [p for p in pool.pods() if p.status.phase == "Running"]
+    host = f"127.0.{uuid.uuid4().int % 250 + 2}.{uuid.uuid4().int % 250 + 2}"
+    with FakeRenderer(host) as renderer:
+        # kwok leaves a Ready pod's status alone: the pod's address is now the fake renderer's.
+        pool.core.patch_namespaced_pod_status(
+            pod.metadata.name, namespace, {"status": {"podIP": host, "podIPs": [{"ip": host}]}}
+        )
+        operator = operators(
+            namespace, kubeconfig_path, REPORTFARM_OPERATOR_RENDERER_PORT=str(renderer.port)
+        )
+
+        def resize_warnings() -> list[str]:
+            return [
+                line["message"]
+                for line in log_lines(operator)
+                if line.get("level") == "WARNING" and "pool resize" in line["message"]
+            ]
+
+        def events() -> list[str]:
+            return [e.message for e in pool.events() if e.reason == "PoolResizeFailed"]
+
+        eventually("six resize attempts", lambda: renderer.puts >= 6, detail=operator.tail)
+        assert len(resize_warnings()) == 1, resize_warnings()
+        assert "HTTP 500" in resize_warnings()[0]
+        assert len(events()) == 1, events()
+        degraded = pool.condition("Degraded")
+        assert "PoolResizeFailed" in degraded["reason"].split(","), degraded
+
+        renderer.answer = (401, "unauthorized")  # another failure: a change, said once
+        seen = renderer.puts
+        eventually("six more attempts", lambda: renderer.puts >= seen + 6, detail=operator.tail)
+        assert len(resize_warnings()) == 2, resize_warnings()
+        assert "HTTP 401" in resize_warnings()[1]
+        assert len(events()) == 2, events()
