@@ -26,8 +26,11 @@ def configure(*, json_lines: bool | None = None, level: str | None = None) -> No
     if json_lines:
         handler.setFormatter(
             JsonFormatter(
-                "%(asctime)s %(levelname)s %(name)s %(message)s",
-                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                "%(levelname)s %(name)s %(message)s",
+                # RFC 3339 in UTC with its zone (2026-12-04T04:56:59.762000+00:00), not asctime's
+                # local "2026-12-04 04:56:59,762" without one.
+                timestamp="time",
+                rename_fields={"levelname": "level", "name": "logger"},
                 reserved_attrs=[*RESERVED_ATTRS, *KOPF_EXTRAS],
             )
         )

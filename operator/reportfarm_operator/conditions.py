@@ -2,9 +2,11 @@
 
 ``lastTransitionTime`` moves only when a condition's status flips.
 
-- ``Ready``: the pool can render: a pod is ready, or none is wanted (scaled to zero).
+- ``Ready``: the pool can render: a pod is ready, or none is wanted (scaled to zero) and the
+  queue was read (an unreadable queue is never Ready: its work is unknown).
 - ``QueueReachable``: the last queue read worked. A queue that does not exist yet is reachable
-  (``QueueNotCreated``: waiting for the first job); an unreadable one keeps the current size.
+  (``QueueNotCreated``: waiting for the first job; a lane not created yet is named in the
+  message); an unreadable one keeps the current size.
 - ``MetricsReadable``: every ready renderer answered ``/metrics``. False (``Blind``): busy
   browsers are unknown, the policy sizes from the queue depth alone; the message names each
   silent pod and why (timeout, connection refused, HTTP status).
@@ -14,7 +16,12 @@
 - ``SpecValid``: the spec is usable as written; False names the field (``InvalidSpec``: nothing
   is scaled; ``SpecAdjusted``: a value was lowered to what fits).
 - ``Degraded``: something keeps the pool from what it needs: an invalid spec, the queue
-  unreadable, pods stuck, resizes failing, or the need exceeds ``replicas.max`` full pods.
+  unreadable, pods stuck, resizes failing, or the need exceeds ``replicas.max`` full pods. All of
+  those at once are listed: the reason joins them with commas (``Unschedulable,AtMaxReplicas``),
+  the message has one short clause each.
+
+A condition that turns good because there is nothing left to check (no ready pod to read, no
+pod to run) is not a recovery: it gets no Normal Event.
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ if TYPE_CHECKING:
 
 TYPES = ("Ready", "QueueReachable", "MetricsReadable", "PodsRunning", "Scaling", "SpecValid")
 _MAX_MESSAGE = 1000
+_MAX_PODS_NAMED = 10
+"""Pods named one by one in a message; the rest are counted."""
+VACUOUS = frozenset({"NoReadyPods", "NoPods"})
+"""Reasons of a condition that holds only because there is nothing to check."""
 
 Value = tuple[bool, str, str]
 
@@ -90,12 +101,19 @@ def transitions(
             )
         ):
             yield "Warning", reason, message
-        elif good and old is not None and old.get("status") != condition["status"]:
+        elif (
+            good
+            and reason not in VACUOUS
+            and old is not None
+            and old.get("status") != condition["status"]
+        ):
             yield "Normal", kind, message
 
 
 def _ready(seen: Seen) -> Value:
     wanted, ready = seen.decision.replicas, seen.ready_replicas
+    if seen.queue.error is not None:
+        return False, "QueueUnreadable", f"{ready}/{wanted} pods ready; the queue is unreadable"
     if wanted == 0:
         return True, "ScaledToZero", "no work: zero pods"
     return ready > 0, "PodsReady" if ready else "PodsNotReady", f"{ready}/{wanted} pods ready"
@@ -111,23 +129,40 @@ def _queue(seen: Seen) -> Value:
             "QueueNotCreated",
             (f"waiting for the first job: queue {seen.queue_name} does not exist yet"),
         )
-    return True, "QueueRead", f"depth {reading.depth}, poison {reading.poison_depth}"
+    text = f"depth {reading.depth}, poison {reading.poison_depth}"
+    if reading.missing_lanes:
+        text += f"; not created yet (empty): {', '.join(reading.missing_lanes)}"
+    return True, "QueueRead", text
 
 
 def _metrics(seen: Seen) -> Value:
     silent = seen.silent
     if silent:
-        listed = ", ".join(f"{name} ({why})" for name, why in sorted(silent.items()))
         return (
             False,
             "Blind",
             (
-                f"running blind: {len(silent)} ready pod(s) did not answer /metrics: {listed}; "
-                "busy browsers unknown, sized from the queue depth"
+                f"running blind: {len(silent)} ready pod(s) did not answer /metrics "
+                f"({grouped(silent)}); busy browsers unknown, sized from the queue depth"
             )[:_MAX_MESSAGE],
         )
     ready = sum(1 for pod in seen.pods if pod.ready)
+    if not ready:
+        return True, "NoReadyPods", "no ready pod to read"
     return True, "MetricsRead", f"{ready} ready pod(s) answered /metrics"
+
+
+def grouped(reasons: Mapping[str, str]) -> str:
+    """``why: pod, pod; why: pod``: each reason once, however many pods share it."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in sorted(reasons.items()):
+        by_reason.setdefault(why, []).append(name)
+    parts = []
+    for why, names in by_reason.items():
+        shown = ", ".join(names[:_MAX_PODS_NAMED])
+        more = f" and {len(names) - _MAX_PODS_NAMED} more" if len(names) > _MAX_PODS_NAMED else ""
+        parts.append(f"{why}: {shown}{more}")
+    return "; ".join(parts)
 
 
 def _pods(seen: Seen) -> Value:
@@ -143,6 +178,8 @@ def _pods(seen: Seen) -> Value:
     starting = [pod for pod in seen.pods if pod.phase != "Running"]
     if starting:
         return False, "Starting", f"{len(starting)} of {len(seen.pods)} pods starting"
+    if not seen.pods:
+        return True, "NoPods", "no pods"
     return True, "AllRunning", f"{len(seen.pods)} pods running"
 
 
@@ -174,16 +211,30 @@ def _spec(problems: Sequence[validation.Problem]) -> Value:
 
 
 def _degraded(seen: Seen, values: Mapping[str, Value]) -> Value:
+    """Every active reason, most pressing first."""
     pods_running = values["PodsRunning"]
+    active: list[tuple[str, str]] = []
     if seen.queue.error is not None:
-        return True, "QueueUnreadable", values["QueueReachable"][2]
+        active.append(("QueueUnreadable", values["QueueReachable"][2]))
     if not pods_running[0] and pods_running[1] != "Starting":
-        return True, pods_running[1], pods_running[2]  # Kubernetes' reason: Unschedulable, ...
+        active.append((pods_running[1], pods_running[2]))  # Kubernetes' reason: Unschedulable
     if seen.resize_errors:
-        return True, "PoolResizeFailed", "; ".join(seen.resize_errors)[:_MAX_MESSAGE]
+        active.append(("PoolResizeFailed", resize_failure(seen)))
     if seen.decision.saturated:
-        return True, "AtMaxReplicas", f"need {seen.decision.required_browsers} browsers"
-    return False, "AsExpected", ""
+        active.append(("AtMaxReplicas", f"need {seen.decision.required_browsers} browsers"))
+    if not active:
+        return False, "AsExpected", ""
+    reasons = ",".join(reason for reason, _ in active)
+    return True, reasons, "; ".join(message for _, message in active)[:_MAX_MESSAGE]
+
+
+def resize_failure(seen: Seen) -> str:
+    """The failed resizes in one clause, each reason once: ``resize failed (why: pod, pod)``."""
+    reasons = {}
+    for text in seen.resize_errors:  # ``pod: reason``
+        pod, _, why = text.partition(": ")
+        reasons[pod] = why
+    return f"resize failed ({grouped(reasons)})"
 
 
 def _build(

@@ -3,6 +3,7 @@
 - start-up: tune kopf, open the runtime (API client, HTTP session, metrics server) and start the
   scaling loop (``ticking.Ticker``: every few seconds ``scaling.scale`` for each pool, then the
   status, the Events and the operator's metrics);
+- a liveness probe: /healthz fails when the scaling loop has stopped completing passes;
 - an index of the ReportPools (their latest bodies), which the scaling loop ticks;
 - create / update / resume: ``reconciling.reconcile`` (the children match the spec).
 
@@ -63,8 +64,30 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     settings.scanning.disabled = True
     runtime = await open_runtime(OperatorSettings.from_env())
     memo.runtime = runtime
-    ticker = ticking.Ticker(runtime, pools=lambda: _latest(report_pools), interval=TICK_INTERVAL_S)
+    ticker = ticking.Ticker(
+        runtime,
+        pools=lambda: _latest(report_pools),
+        interval=TICK_INTERVAL_S,
+        tick_timeout=runtime.settings.tick_timeout,
+    )
     memo.ticker = asyncio.create_task(ticker.run(), name="reportfarm scaling loop")
+    memo.scaling_loop = ticker
+
+
+@kopf.on.probe(id="scalingLoop")
+def scaling_loop(memo: kopf.Memo, **_: Any) -> float:
+    """Liveness (/healthz): seconds since the scaling loop last completed a pass; the probe
+    fails (HTTP 500) past ``stuck_after``, or when the loop has ended. kopf's own /healthz
+    only says that its event loop runs: a wedged or dead scaling loop would pass it."""
+    ticker, task = memo.get("scaling_loop"), memo.get("ticker")
+    if not isinstance(ticker, ticking.Ticker) or not isinstance(task, asyncio.Task):
+        return 0.0  # still starting
+    try:
+        return ticker.alive(
+            running=not task.done(), stuck_after=runtime_of(memo).settings.stuck_after
+        )
+    except ticking.Stuck as error:
+        raise kopf.PermanentError(str(error)) from error
 
 
 @kopf.on.cleanup()

@@ -5,8 +5,10 @@ inside a pod, the pool resize.
   the connection string read from the ReportPool's Secret at each tick (a rotated key is picked
   up), or, for a ``queue.accountUrl`` pool, the operator's own DefaultAzureCredential (workload
   identity: the operator's service account needs a queue reader role on that account).
-  A queue that does not exist yet reads as empty and ``missing`` (a new pool waits for its
-  first job; the first sender creates the queue). Any other failure is a reading with
+  Each lane (the bulk queue ``<queue>`` and ``<queue>-interactive``) is read on its own: a lane
+  that does not exist yet reads as empty and is listed in ``missing_lanes`` (a sender creates only
+  the lane it uses; the other lanes' work still counts). ``missing`` when no lane exists (a new
+  pool waits for its first job). Any other failure is a reading with
   ``depth=None`` and a one-line reason (never Azure's XML body), never an exception: the policy
   then keeps the current size.
 - The renderers: their ``/metrics`` (pool size, busy browsers, the ``pdf_generation`` histogram),
@@ -46,8 +48,15 @@ class QueueReading:
     error: str | None = None
     interactive_depth: int | None = None
     """The part of ``depth`` on the interactive lane (``<queue>-interactive``)."""
-    missing: bool = False
-    """The queue does not exist yet (no job was ever sent): depth 0, not an outage."""
+    missing_lanes: tuple[str, ...] = ()
+    """The lanes' queues that do not exist yet (read as empty), by queue name."""
+    lanes: int = 2
+    """How many lanes were read."""
+
+    @property
+    def missing(self) -> bool:
+        """No lane's queue exists yet (no job was ever sent): depth 0, not an outage."""
+        return self.depth is not None and len(self.missing_lanes) >= self.lanes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,10 +142,10 @@ class Observer:
         try:
             async with asyncio.timeout(self.queue_timeout):
                 return await self._read_queue(namespace, queue)
-        except azure_errors.ResourceNotFoundError as error:
-            if getattr(error, "error_code", None) == "QueueNotFound":
-                return QueueReading(depth=0, poison_depth=0, interactive_depth=0, missing=True)
-            return QueueReading(depth=None, error=short_reason(error))
+        except TimeoutError:
+            return QueueReading(
+                depth=None, error=f"no answer within {self.queue_timeout:g} s (queue timeout)"
+            )
         except Exception as error:  # any failure means "unknown depth", which the policy handles
             return QueueReading(depth=None, error=short_reason(error))
 
@@ -185,7 +194,7 @@ class Observer:
                 size, busy, count, seconds = parse_metrics(await response.text())
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             logger.debug("renderer %s did not answer /metrics: %s", ip, error)
-            return short_reason(error)
+            return self.pod_reason(error)
         first = uid not in self._previous
         last_count, last_seconds, _ = self._previous.get(uid, (0.0, 0.0, now))
         if count < last_count:  # the renderer restarted: its counters too
@@ -213,8 +222,24 @@ class Observer:
                 if response.status >= 300:
                     return f"HTTP {response.status}: {(await response.text())[:200]}"
         except (aiohttp.ClientError, TimeoutError) as error:
-            return f"{type(error).__name__}: {error}"
+            return self.pod_reason(error)
         return None
+
+    def pod_reason(self, error: BaseException) -> str:
+        """A few words for one pod's failure, the same for every pod that fails the same way
+        (no address, no OS text): they are grouped in a message, one clause per reason."""
+        if isinstance(error, TimeoutError):
+            timeout = self.session.timeout.total
+            return f"no answer within {timeout:g} s (pod timeout)" if timeout else "timed out"
+        if isinstance(error, aiohttp.ClientConnectorError):
+            return (
+                "connection refused"
+                if isinstance(error.os_error, ConnectionRefusedError)
+                else "cannot connect"
+            )
+        if isinstance(error, aiohttp.ServerDisconnectedError):
+            return "disconnected"
+        return short_reason(error)
 
 
 def short_reason(error: BaseException) -> str:
@@ -224,8 +249,7 @@ def short_reason(error: BaseException) -> str:
     code and the error code are kept, so the message stays the same while the fault does.
     """
     if isinstance(error, azure_errors.HttpResponseError):
-        code = getattr(error, "error_code", None) or error.reason or ""
-        return f"HTTP {error.status_code} {code}".strip()
+        return f"HTTP {error.status_code} {error_code(error) or error.reason or ''}".strip()
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return "timed out"
     text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
@@ -234,22 +258,35 @@ def short_reason(error: BaseException) -> str:
     return (f"{name}: {first}" if first else name)[:200]
 
 
+def error_code(error: BaseException) -> str | None:
+    """Azure's own error code (``AuthenticationFailed``), not the SDK's enum member's name
+    (``StorageErrorCode.AUTHENTICATION_FAILED``)."""
+    code = getattr(error, "error_code", None)
+    if code is None:
+        return None
+    return str(getattr(code, "value", code))
+
+
 async def _read_depths(account: accounts.Account, name: str) -> QueueReading:
-    interactive_name = contract.lane_queue_name(name, "interactive")
-    async with (
-        JobQueue(account, name) as queue,
-        JobQueue(account, interactive_name) as interactive,
-    ):
-        depth = await queue.depth()
-        poison = await queue.poison_depth()
-        fast = await _depth_or_zero(interactive)
-        poison += await interactive.poison_depth()
-    return QueueReading(depth=depth + fast, poison_depth=poison, interactive_depth=fast)
+    """Each lane on its own: a lane whose queue does not exist holds nothing, and says so."""
+    names = (name, contract.lane_queue_name(name, "interactive"))
+    lanes = [await _read_lane(account, lane) for lane in names]
+    return QueueReading(
+        depth=sum(depth for depth, _ in filter(None, lanes)),
+        poison_depth=sum(poison for _, poison in filter(None, lanes)),
+        interactive_depth=lanes[1][0] if lanes[1] else 0,
+        missing_lanes=tuple(lane for lane, read in zip(names, lanes, strict=True) if not read),
+        lanes=len(names),
+    )
 
 
-async def _depth_or_zero(queue: JobQueue) -> int:
-    """A lane that was never created (a farm without a gateway) holds nothing."""
-    try:
-        return await queue.depth()
-    except azure_errors.ResourceNotFoundError:
-        return 0
+async def _read_lane(account: accounts.Account, name: str) -> tuple[int, int] | None:
+    """(depth, poison depth) of one lane; None when its queue does not exist yet."""
+    async with JobQueue(account, name) as queue:
+        try:
+            depth = await queue.depth()
+        except azure_errors.ResourceNotFoundError as error:
+            if error_code(error) == "QueueNotFound":
+                return None
+            raise
+        return depth, await queue.poison_depth()

@@ -125,6 +125,8 @@ def status(
             "message": decision.message,
             "replicas": decision.replicas,
             "browsersPerPod": decision.browsers_per_pod,
+            "reachedReplicas": seen.ready_replicas,
+            "reachedBrowsersPerPod": most_common(seen.pool_sizes),
             "time": timestamp(now),
         },
         "lastScaleTime": timestamp(now) if changed else previous.get("lastScaleTime"),
@@ -204,10 +206,12 @@ def events(
         message = f"{len(seen.resized)} pod(s) now run {decision.browsers_per_pod} browsers: "
         found.append(Event("Normal", reason.value, message + pods_text))
     was = {str(c.get("type")): c for c in previous.get("conditions") or []}
-    if seen.resize_errors:
-        text = "; ".join(seen.resize_errors)[:1000]
+    if seen.resize_errors:  # once per new wording (another reason, other pods)
+        text = conditioning.resize_failure(seen)
         degraded = was.get("Degraded", {})
-        if degraded.get("reason") != "PoolResizeFailed" or degraded.get("message") != text:
+        if "PoolResizeFailed" not in str(degraded.get("reason", "")).split(",") or text not in str(
+            degraded.get("message", "")
+        ):
             found.append(Event("Warning", "PoolResizeFailed", text))
     found += [Event(*event) for event in conditioning.transitions(current, was=was)]
     return found

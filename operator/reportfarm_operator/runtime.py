@@ -49,7 +49,10 @@ async def open_runtime(settings: OperatorSettings) -> Runtime:
         settings=settings,
         kube=kube,
         observer=observing.Observer(
-            kube=kube, session=session, queue_timeout=settings.queue_timeout
+            kube=kube,
+            session=session,
+            queue_timeout=settings.queue_timeout,
+            port=settings.renderer_port,
         ),
         metrics=OperatorMetrics(),
         session=session,

@@ -25,7 +25,16 @@ from typing import Any
 import kopf
 
 from reportfarm import policy
-from reportfarm_operator import k8s, observing, pods, reconciling, reporting, specs, validation
+from reportfarm_operator import (
+    k8s,
+    observing,
+    pods,
+    reconciling,
+    reporting,
+    specs,
+    throttling,
+    validation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +87,12 @@ def observe(
 
 
 async def scale(
-    body: kopf.Body, *, kube: k8s.Kube, observer: observing.Observer, now: float
+    body: kopf.Body,
+    *,
+    kube: k8s.Kube,
+    observer: observing.Observer,
+    now: float,
+    warnings: throttling.LogThrottle | None = None,
 ) -> Outcome | None:
     """One tick for one ReportPool; None if its Deployment was missing (then re-created)."""
     namespace, name = body.metadata.namespace or "", body.metadata.name or ""
@@ -120,7 +134,13 @@ async def scale(
     decision = policy.decide(observation, spec.policy, state)
 
     resized, errors = await resize_pools(
-        body, spec, observer=observer, pods=found, loads=loads, size=decision.browsers_per_pod
+        body,
+        spec,
+        observer=observer,
+        pods=found,
+        loads=loads,
+        size=decision.browsers_per_pod,
+        warnings=warnings or throttling.LogThrottle(logger),
     )
     replicas = int(deployment.get("spec", {}).get("replicas", 0))
     if decision.replicas < replicas:
@@ -175,6 +195,7 @@ def log_decision(
         "browsersPerPod": observation.browsers_per_pod,
         "busyBrowsers": observation.busy_browsers,
         "meanRenderSeconds": observation.mean_render_s,
+        **depth_trend(observation, previous.get("policy") or {}),
     }
     shown = "x".join("?" if value is None else str(value) for value in before)
     logger.log(
@@ -198,6 +219,16 @@ def log_decision(
     )
 
 
+def depth_trend(observation: policy.Observation, memory: Mapping[str, Any]) -> dict[str, Any]:
+    """The queue depth at the previous decision and its trend since (jobs/s), as the policy
+    sees them when it sizes blind."""
+    depth, then = memory.get("depth"), memory.get("decidedAt")
+    trend = None
+    if observation.queue_depth is not None and depth is not None and then is not None:
+        trend = round((observation.queue_depth - depth) / max(1.0, observation.now - then), 3)
+    return {"previousDepth": depth, "depthTrendPerSecond": trend}
+
+
 async def resize_pools(
     body: kopf.Body,
     spec: specs.ReportPoolSpec,
@@ -206,10 +237,13 @@ async def resize_pools(
     pods: Sequence[Pod],
     loads: Loads,
     size: int,
+    warnings: throttling.LogThrottle,
 ) -> tuple[list[str], list[str]]:
     """PUT /pool on each renderer that answered with another size.
 
-    Returns (the pods resized, ``pod: reason`` of each failure)."""
+    A failure is a WARNING through ``warnings`` (per pod: once per new reason, then a summary
+    every few minutes, not one line per tick). Returns (the pods resized, ``pod: reason`` of
+    each failure)."""
     targets = [
         pod
         for pod in pods
@@ -229,11 +263,14 @@ async def resize_pools(
     )
     resized, failures = [], []
     for pod, failure in zip(targets, results, strict=True):
+        key = f"{body.metadata.namespace}/{pod.name}"
         if failure is None:
             logger.info("pod %s: pool resized to %d browsers", pod.name, size)
+            warnings.success(key)
             resized.append(pod.name)
         else:
-            logger.warning("pod %s: pool resize to %d browsers failed: %s", pod.name, size, failure)
+            message = f"pool resize to {size} browsers failed: {failure}"
+            warnings.failure(key, message, level=logging.WARNING)
             failures.append(f"{pod.name}: {failure}")
     return resized, failures
 

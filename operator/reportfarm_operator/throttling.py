@@ -1,5 +1,9 @@
 """Rate-limited logging of repeated failures: the first with its traceback, then a summary at
-most every ``every`` seconds, so a pool failing every tick does not flood the log."""
+most every ``every`` seconds, so a pool failing every tick does not flood the log.
+
+Every warning the scaling loop would repeat each tick goes through one of these: a failing tick
+(``ticking``), a failing resize (``scaling.resize_pools``, per pod), an Event not posted. A
+new message for the same key (another reason) is logged at once: it is a change."""
 
 from __future__ import annotations
 
@@ -24,18 +28,26 @@ class LogThrottle:
         self.every = every
         self._seen: dict[tuple[str, str], _Seen] = {}
 
-    def failure(self, key: str, message: str, *, error: BaseException | None = None) -> bool:
+    def failure(
+        self,
+        key: str,
+        message: str,
+        *,
+        error: BaseException | None = None,
+        level: int = logging.ERROR,
+    ) -> bool:
         """Log it unless it was logged recently; returns whether it was logged."""
         now = time.monotonic()
         seen = self._seen.get((key, message))
         if seen is None:
             self._seen[(key, message)] = _Seen(first_logged=now, last_logged=now)
-            self.logger.error("%s: %s", key, message, exc_info=error, extra={"pool": key})
+            self.logger.log(level, "%s: %s", key, message, exc_info=error, extra={"pool": key})
             return True
         if now - seen.last_logged < self.every:
             seen.suppressed += 1
             return False
-        self.logger.error(
+        self.logger.log(
+            level,
             "%s: %s (again, %d more time(s) since the last report)",
             key,
             message,

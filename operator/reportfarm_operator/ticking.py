@@ -12,6 +12,14 @@ What a tick writes: the status (a merge patch of the status subresource) and its
 status the loop wrote last is remembered per pool (by uid), so a watch stream that lags behind
 never feeds the policy an older memory. A failing tick is logged with a rate limit (the first
 with its traceback, then a summary every few minutes) and reported once as a Warning Event.
+
+After a restart, the first tick of each pool re-announces every failure still going on (a log
+line and a Warning Event each: wrong key, missing Secret, Unschedulable, failing resizes, an
+invalid spec), derived afresh as if the previous status had none; later ticks report changes only.
+A restarted operator's log says what its status says.
+
+``completed_at`` is when the last pass over all pools ended: the liveness probe
+(``handlers.alive``) fails when it is older than a few periods (a wedged or dead loop).
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ def status_path(namespace: str, name: str) -> str:
     return f"{base}/{name}/status"
 
 
+class Stuck(Exception):
+    """The scaling loop has stopped completing passes (the liveness probe fails)."""
+
+
 class Ticker:
     def __init__(
         self, runtime: Runtime, *, pools: Pools, interval: float, tick_timeout: float = 60.0
@@ -47,7 +59,13 @@ class Ticker:
         self.interval = interval
         self.tick_timeout = tick_timeout
         self.throttle = throttling.LogThrottle(logger)
+        self.warnings = throttling.LogThrottle(logging.getLogger(scaling.__name__))
+        """Repeated warnings of the ticks themselves (a failing resize, per pod)."""
+        self.completed_at = time.monotonic()
+        """``time.monotonic()`` when the last pass over all pools ended (at first: creation)."""
         self._written: dict[str, tuple[str, dict[str, Any]]] = {}  # key -> (uid, status)
+        self._announced: set[str] = set()
+        """Pools (by uid) whose ongoing failures this process has announced."""
 
     async def run(self) -> None:
         """Tick every pool every ``interval`` seconds, until cancelled."""
@@ -55,11 +73,26 @@ class Ticker:
         while True:
             started = loop.time()
             await self.tick_all()
+            self.completed_at = time.monotonic()
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
+
+    def alive(self, *, running: bool, stuck_after: float) -> float:
+        """Seconds since the last pass over all pools ended; :class:`Stuck` when the loop has
+        ended (``running`` false) or that is more than ``stuck_after``."""
+        if not running:
+            raise Stuck("the scaling loop has ended")
+        stalled = time.monotonic() - self.completed_at
+        if stalled > stuck_after:
+            raise Stuck(
+                f"the scaling loop has not completed a pass for {stalled:.0f} s "
+                f"(> {stuck_after:g} s)"
+            )
+        return round(stalled, 1)
 
     async def tick_all(self) -> None:
         bodies = [dict(body) for body in self.pools()]
         live = {_key(body) for body in bodies}
+        self._announced &= {str((body.get("metadata") or {}).get("uid")) for body in bodies}
         for key in set(self._written) - live:  # deleted: forget it and its metric series
             del self._written[key]
             namespace, name = key.split("/", 1)
@@ -81,12 +114,17 @@ class Ticker:
                     kube=self.runtime.kube,
                     observer=self.runtime.observer,
                     now=time.time(),
+                    warnings=self.warnings,
                 )
                 if outcome is not None:
                     await self.write(body, outcome)
         except Exception as error:
             metrics.loop_errors.inc()
-            reason = observing.short_reason(error)
+            reason = (
+                f"no result within {self.tick_timeout:g} s (tick timeout)"
+                if isinstance(error, TimeoutError)
+                else observing.short_reason(error)
+            )
             if self.throttle.failure(key, f"scaling tick failed: {reason}", error=error):
                 await self.post(body, reporting.Event("Warning", "TickFailed", reason))
         else:
@@ -104,8 +142,13 @@ class Ticker:
             if error.not_found:  # deleted meanwhile
                 return
             raise
-        self._written[f"{namespace}/{name}"] = (body.metadata.uid or "", _merged(body, outcome))
-        for event in outcome.events:
+        uid = body.metadata.uid or ""
+        self._written[f"{namespace}/{name}"] = (uid, _merged(body, outcome))
+        events = list(outcome.events)
+        if uid not in self._announced:  # this process's first word on the pool
+            events += [event for event in ongoing(outcome) if event not in events]
+            self._announced.add(uid)
+        for event in events:
             await self.post(body, event)
         self.runtime.metrics.record(namespace, name, outcome)
 
@@ -140,6 +183,22 @@ class Ticker:
         if written is None or written[0] != uid:
             return dict(raw)
         return {**raw, "status": written[1]}
+
+
+def ongoing(outcome: scaling.Outcome) -> list[reporting.Event]:
+    """Every failure the outcome's status shows, as Events, as if none had been seen before."""
+    current = outcome.status.get("conditions") or []
+    if outcome.seen is None:  # an invalid spec: nothing was observed
+        return [
+            reporting.Event("Warning", str(c["reason"]), str(c["message"]))
+            for c in current
+            if c.get("type") == "SpecValid" and c.get("status") == "False"
+        ]
+    return [
+        event
+        for event in reporting.events(outcome.seen, previous={}, current=current)
+        if event.type == "Warning"
+    ]
 
 
 def _key(body: Mapping[str, Any]) -> str:

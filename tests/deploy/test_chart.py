@@ -78,10 +78,10 @@ def test_lint_is_clean(helm: Path, sets: list[str]) -> None:
 def test_defaults_render_the_operator_and_no_integration(helm: Path) -> None:
     docs = render(helm)
     assert kinds(docs) == [
-        "ClusterRole",
-        "ClusterRoleBinding",
         "Deployment",
         "Pod",  # the helm test hook
+        "Role",  # least privilege by default: the release's namespace only
+        "RoleBinding",
         "Service",
         "ServiceAccount",
     ]
@@ -139,7 +139,7 @@ def test_operator_deployment_is_one_locked_down_replica(helm: Path) -> None:
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (container,) = pod["containers"]
     assert container["command"] == ["reportfarm", "operator"]
-    assert "args" not in container  # cluster-wide, standalone
+    assert container["args"] == ["--namespace=farm"]  # its own namespace, standalone
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
@@ -202,9 +202,9 @@ def permissions(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
 @pytest.mark.parametrize(
     ("sets", "cluster", "namespaced"),
     [
-        pytest.param([], NAMESPACED, None, id="cluster-wide"),
+        pytest.param(["rbac.clusterWide=true"], NAMESPACED, None, id="cluster-wide"),
         pytest.param(
-            ["peering.enabled=true"],
+            ["rbac.clusterWide=true", "peering.enabled=true"],
             {**NAMESPACED, **CLUSTER_PEERING},
             None,
             id="cluster-wide-peering",
@@ -239,6 +239,48 @@ def test_rbac_is_least_privilege(
     binding = one(docs, "RoleBinding")
     assert binding["metadata"]["namespace"] == "reports"
     assert binding["subjects"][0]["namespace"] == "farm"
+
+
+WRITES = {"create", "update", "patch", "delete", "deletecollection", "*"}
+
+
+def test_the_default_rbac_grants_nothing_cluster_wide(helm: Path) -> None:
+    """No ClusterRole: no secrets read, pod patch or deployment create outside the namespace the
+    operator watches (by default the release's own), and the operator is told to watch it."""
+    docs = render(helm)
+    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == "farm"
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert binding["metadata"]["namespace"] == "farm"
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--namespace=farm"]
+
+
+def test_each_listed_namespace_gets_its_role_and_is_watched(helm: Path) -> None:
+    docs = render(helm, "watchNamespaces={reports,billing}", "watchNamespace=audit")
+    for kind in ("Role", "RoleBinding"):
+        placed = sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == kind)
+        assert placed == ["audit", "billing", "reports"], (kind, placed)
+    for binding in (d for d in docs if d["kind"] == "RoleBinding"):
+        assert binding["subjects"][0]["namespace"] == "farm"
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert sorted(container["args"]) == [
+        "--namespace=audit",
+        "--namespace=billing",
+        "--namespace=reports",
+    ]
+    assert not [d for d in docs if d["kind"].startswith("Cluster")]
+
+
+def test_cluster_wide_is_asked_for_and_never_mixed_with_a_namespace_list(helm: Path) -> None:
+    docs = render(helm, "rbac.clusterWide=true")
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "args" not in container  # every namespace
+    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+    args = ["template", "rf", str(CHART), "-n", "farm", "--kube-version", KUBE_VERSION]
+    done = run_helm(helm, *args, "--set", "rbac.clusterWide=true", "--set", "watchNamespace=x")
+    assert done.returncode != 0 and "rbac.clusterWide" in done.stderr, done.stderr
 
 
 def test_rbac_can_be_left_to_the_cluster_admin(helm: Path) -> None:
@@ -488,3 +530,29 @@ def test_gateway_schema_and_values_name_the_same_options() -> None:
     assert set(schema["properties"]) == set(values)
     for section in ("image", "service", "ingress", "connectionSecretRef", "tokensSecretRef"):
         assert set(schema["properties"][section]["properties"]) == set(values[section]), section
+
+
+# --- the CRD's own documentation -------------------------------------------------------------
+
+
+def _leaves(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, child in (node.get("properties") or {}).items():
+        yield from _leaves(child, f"{path}.{name}")
+    if not node.get("properties"):
+        yield path, node
+
+
+def test_every_default_and_bound_is_in_the_field_description() -> None:
+    """``kubectl explain`` shows descriptions, not the schema's default/minimum/maximum/enum."""
+    crd = yaml.safe_load((ROOT / "crds" / "reportpools.reportfarm.io.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    checked = 0
+    for path, field in _leaves(spec, "spec"):
+        text = field.get("description", "")
+        for key in ("default", "minimum", "maximum"):
+            if key in field:
+                checked += 1
+                assert str(field[key]) in text, (path, key, field[key], text)
+        for value in field.get("enum", []):
+            assert str(value) in text, (path, value, text)
+    assert checked >= 20

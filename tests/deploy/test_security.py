@@ -266,10 +266,14 @@ def granted(docs: list[dict[str, Any]], kind: str) -> dict[tuple[str, str], set[
 
 
 MODES = [
-    pytest.param([], False, id="cluster-wide"),
-    pytest.param(["peering.enabled=true"], True, id="cluster-wide-peering"),
+    pytest.param([], False, id="defaults-own-namespace"),
+    pytest.param(["rbac.clusterWide=true"], False, id="cluster-wide"),
+    pytest.param(
+        ["rbac.clusterWide=true", "peering.enabled=true"], True, id="cluster-wide-peering"
+    ),
     pytest.param(["watchNamespace=reports"], False, id="one-namespace"),
     pytest.param(["watchNamespace=reports", "peering.enabled=true"], True, id="namespace-peering"),
+    pytest.param(["watchNamespaces={reports,billing}"], False, id="two-namespaces"),
 ]
 
 
@@ -278,7 +282,7 @@ def expected_grants(
 ) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], set[str]]]:
     """(ClusterRole, Role) the operator needs in this chart mode."""
     namespaced, cluster = needed_in_namespace(), needed_cluster_wide()
-    if any(item.startswith("watchNamespace=") for item in sets):
+    if "rbac.clusterWide=true" not in sets:
         if peering:
             namespaced[("kopf.dev", "kopfpeerings")] = set(PEERING_VERBS)
         return cluster, namespaced
@@ -300,9 +304,13 @@ def test_the_chart_grants_everything_the_operator_uses(
             if verbs - has.get(resource, set())
         }
         assert not missing, f"{kind} lacks {missing}"
-    if any(item.startswith("watchNamespace=") for item in sets):
-        (role,) = [d for d in docs if d["kind"] == "Role"]
-        assert role["metadata"]["namespace"] == "reports"
+    roles = sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "Role")
+    if "rbac.clusterWide=true" in sets:
+        assert roles == []
+    elif any(item.startswith("watchNamespace") for item in sets):
+        assert "reports" in roles and "farm" not in roles, roles
+    else:
+        assert roles == ["farm"]  # the release's own namespace only
 
 
 @pytest.mark.parametrize(("sets", "peering"), MODES)

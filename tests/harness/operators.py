@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +17,13 @@ class OperatorProcess:
     """``reportfarm operator`` for one namespace, as a process of its own (SIGKILL-able)."""
 
     def __init__(
-        self, namespace: str, kubeconfig: Path, log: Path, *, log_format: str = "text"
+        self,
+        namespace: str,
+        kubeconfig: Path,
+        log: Path,
+        *,
+        log_format: str = "text",
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.log = log
         env = {
@@ -33,6 +40,7 @@ class OperatorProcess:
                 [str(ROOT / part) for part in ("", "renderer", "operator", "gateway")]
                 + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
             ),
+            **(env or {}),
         }
         with log.open("ab") as out:
             self.process = subprocess.Popen(

@@ -241,7 +241,7 @@ def test_helm_install_then_uninstall_leaves_nothing_behind(
         assert f"release {release} in namespace {namespace}" in notes
         installed = _leftovers(tools, release, namespace)
         kinds = {name.split("/")[0].split(".")[0] for name in installed}
-        expected = {"deployment", "service", "serviceaccount", "clusterrole", "clusterrolebinding"}
+        expected = {"deployment", "service", "serviceaccount", "role", "rolebinding"}
         if crds:
             expected |= {"servicemonitor", "podmonitor", "prometheusrule", "configmap"}
         assert expected <= kinds, installed

@@ -1,8 +1,10 @@
 """The operator against a real API server, a real controller-manager and a real Azurite.
 
 The CRD is applied, a ReportPool with its connection Secret is created, and the operator runs
-in-process (``kopf.testing.KopfRunner``) as a ServiceAccount that holds only the permissions
-listed here (``OPERATOR_RULES``): a missing one fails the test. kwok makes the renderer pods Running with fake IPs that
+in-process (``kopf.testing.KopfRunner``) as a ServiceAccount that holds only the Role the Helm
+chart grants by default (rendered from the chart, ``chart_rules``): a missing verb fails the
+test, through scale-up, a restart, a template change, scale to zero and deletion (the chart's
+deploy tests check that it grants nothing more). kwok makes the renderer pods Running with fake IPs that
 serve nothing, so the operator sees the queue depth alone, as it does while real pods start.
 Deadlines bound every wait; no timing is asserted.
 """
@@ -326,44 +328,42 @@ async def _clear(connection_string: str, queue: str) -> None:
         await client.clear_messages()
 
 
-# The operator's permissions, exactly what the e2e test grants it (and what the chart must grant):
-# a Role in the watched namespace (a ClusterRole of the same rules when watching all of them).
-OPERATOR_RULES = [
-    {
-        "apiGroups": ["reportfarm.io"],
-        "resources": ["reportpools"],
-        "verbs": ["list", "watch", "patch"],
-    },
-    {"apiGroups": ["reportfarm.io"], "resources": ["reportpools/status"], "verbs": ["patch"]},
-    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create", "patch"]},
-    {
-        "apiGroups": ["policy"],
-        "resources": ["poddisruptionbudgets"],
-        "verbs": ["get", "create", "patch"],
-    },
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "patch"]},
-    {
-        "apiGroups": [""],
-        "resources": ["configmaps"],
-        "verbs": ["get", "create", "update", "delete"],
-    },
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch"]},
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-]
+CHART = Path(__file__).resolve().parents[2] / "charts" / "reportfarm"
+KUBE_VERSION = ("--kube-version", "1.34.0")  # helm template's default (1.20) is below the chart's
+
+
+def chart_rules(kube_bin: Path, namespace: str) -> list[dict[str, Any]]:
+    """The rules of the one Role the chart renders by default for a release in ``namespace``;
+    the defaults render nothing cluster-scoped."""
+    done = subprocess.run(
+        [str(kube_bin / "helm"), "template", "rf", str(CHART), "-n", namespace, *KUBE_VERSION],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    assert not [d for d in docs if d["kind"].startswith("Cluster")], "cluster-wide by default"
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == namespace
+    return list(role["rules"])
 
 
 @pytest.fixture
 def operator_kubeconfig(
-    kube_api: kubernetes.client.ApiClient, kubeconfig_path: Path, namespace: str, tmp_path: Path
+    kube_api: kubernetes.client.ApiClient,
+    kubeconfig_path: Path,
+    kube_bin: Path,
+    namespace: str,
+    tmp_path: Path,
 ) -> Path:
-    """A kubeconfig for a ServiceAccount with a Role of OPERATOR_RULES: nothing cluster-wide."""
+    """A kubeconfig for a ServiceAccount with the chart's default Role: nothing cluster-wide."""
     core: Any = kubernetes.client.CoreV1Api(kube_api)
     rbac: Any = kubernetes.client.RbacAuthorizationV1Api(kube_api)
     account = {"kind": "ServiceAccount", "name": "reportfarm-operator", "namespace": namespace}
     core.create_namespaced_service_account(namespace, {"metadata": {"name": account["name"]}})
     rbac.create_namespaced_role(
-        namespace, {"metadata": {"name": "operator"}, "rules": OPERATOR_RULES}
+        namespace, {"metadata": {"name": "operator"}, "rules": chart_rules(kube_bin, namespace)}
     )
     role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "operator"}
     rbac.create_namespaced_role_binding(

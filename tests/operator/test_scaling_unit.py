@@ -96,7 +96,9 @@ class FakeObserver:
 
     async def queue(self, namespace: str, queue: specs.QueueSpec) -> observing.QueueReading:
         if self.missing:
-            return observing.QueueReading(depth=0, poison_depth=0, missing=True)
+            return observing.QueueReading(
+                depth=0, poison_depth=0, missing_lanes=("q", "q-interactive")
+            )
         if self.depth is None:
             return observing.QueueReading(
                 depth=None, error="ServiceRequestError: connection refused"
@@ -345,9 +347,9 @@ async def test_a_failed_resize_is_a_warning_with_the_pod_and_no_resize_is_claime
     found = conditions(outcome)
     assert found["Degraded"]["status"] == "True"
     assert found["Degraded"]["reason"] == "PoolResizeFailed"
-    assert "a: HTTP 401" in found["Degraded"]["message"]
+    assert "HTTP 401: unauthorized: a" in found["Degraded"]["message"]
     assert [(e.type, e.reason) for e in outcome.events] == [("Warning", "PoolResizeFailed")]
-    assert "a: HTTP 401" in outcome.events[0].message
+    assert "HTTP 401: unauthorized: a" in outcome.events[0].message
     # What runs is what the pod said, not what was asked.
     assert outcome.status["pods"] == [
         {"name": "a", "phase": "Running", "ready": True, "poolSize": 1, "busy": 1}
@@ -366,8 +368,8 @@ async def test_blind_renderers_give_unknown_busy_and_a_condition_naming_them() -
     found = conditions(outcome)
     assert found["MetricsReadable"]["status"] == "False"
     assert found["MetricsReadable"]["reason"] == "Blind"
-    assert "b (timed out)" in found["MetricsReadable"]["message"]
-    assert "a (" not in found["MetricsReadable"]["message"]
+    assert "(timed out: b)" in found["MetricsReadable"]["message"]
+    assert ": a" not in found["MetricsReadable"]["message"]
     assert outcome.status["browsers"].startswith("?/")  # running browsers unknown
     assert outcome.status["runningBrowsers"] is None
     assert {"name": "b", "phase": "Running", "ready": True, "metrics": "timed out"} in (

@@ -1,6 +1,22 @@
 {{/*
+Where the operator acts. By default a Role and RoleBinding in each namespace it watches
+(watchNamespaces, else the release's own namespace): nothing cluster-scoped at all. Only
+rbac.clusterWide grants the same rules in every namespace (a ClusterRole and its binding).
+*/}}
+{{- define "reportfarm.watchedNamespaces" -}}
+{{- $names := concat (.Values.watchNamespaces | default list) (compact (list .Values.watchNamespace)) | uniq -}}
+{{- if .Values.rbac.clusterWide -}}
+{{- if $names -}}
+{{- fail "rbac.clusterWide watches every namespace: leave watchNamespaces and watchNamespace empty" -}}
+{{- end -}}
+{{- else -}}
+{{- ($names | default (list .Release.Namespace)) | join "," -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The operator's permissions, least privilege: exactly the calls it makes (its end-to-end test runs
-it as a ServiceAccount holding only these). Why each one is needed:
+it as a ServiceAccount holding only the chart's default Role). Why each one is needed:
 
   reportfarm.io reportpools                list watch patch     kopf watches them; patches its
                                                                   annotations (progress, last state)
@@ -48,7 +64,7 @@ The operator turns off kopf's CRD and namespace scanning, so it needs no cluster
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
-{{- if and .Values.peering.enabled .Values.watchNamespace }}
+{{- if and .Values.peering.enabled (not .Values.rbac.clusterWide) }}
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
   verbs: ["get", "list", "watch", "patch"]
@@ -56,7 +72,7 @@ The operator turns off kopf's CRD and namespace scanning, so it needs no cluster
 {{- end }}
 
 {{- define "reportfarm.clusterRules" -}}
-{{- if not .Values.watchNamespace }}
+{{- if .Values.rbac.clusterWide }}
 {{- if .Values.peering.enabled }}
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
