@@ -69,7 +69,7 @@ SECOND = Identity(
 )
 
 
-_RUNNING: set[str] = set()
+RUNNING: set[str] = set()
 """Names of the nodes of this process that share the bridge."""
 
 
@@ -200,7 +200,7 @@ class Node:
         self.stop()
 
     def start(self) -> None:
-        _RUNNING.add(self.name)
+        RUNNING.add(self.name)
         _bridge_up()
         _cgroup_root(self.identity.cgroup_root)
         work = self.workdir
@@ -298,8 +298,8 @@ class Node:
             shutil.rmtree(self.workdir, ignore_errors=True)
         if self.identity.cgroup_root != "/":
             _remove_cgroup_root(self.identity.cgroup_root)
-        _RUNNING.discard(self.name)
-        if not _RUNNING:  # the last node on the bridge takes it down
+        RUNNING.discard(self.name)
+        if not RUNNING:  # the last node on the bridge takes it down
             subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
 
     def _drain(self, *, timeout: float) -> None:
