@@ -16,13 +16,19 @@ class OperatorProcess:
     """``reportfarm operator`` for one namespace, as a process of its own (SIGKILL-able)."""
 
     def __init__(
-        self, namespace: str, kubeconfig: Path, log: Path, *, log_format: str = "text"
+        self,
+        namespace: str,
+        kubeconfig: Path,
+        log: Path,
+        *,
+        log_format: str = "text",
+        metrics_port: int = 0,
     ) -> None:
         self.log = log
         env = {
             **os.environ,
             "KUBECONFIG": str(kubeconfig),
-            "REPORTFARM_OPERATOR_METRICS_PORT": "0",
+            "REPORTFARM_OPERATOR_METRICS_PORT": str(metrics_port),
             "REPORTFARM_OPERATOR_HEALTH_PORT": "0",
             "REPORTFARM_OPERATOR_POD_TIMEOUT": "1",
             "REPORTFARM_OPERATOR_QUEUE_TIMEOUT": "5",

@@ -3,6 +3,8 @@
 - **Stale status shows its age**: every tick writes ``status.observedAt`` (the OBSERVED column);
   with the operator stopped it stops moving, so within 3 ticks the column reads 15 s or more,
   and once an operator runs again it moves again.
+- **The alert**: a real Prometheus scrapes the operator's /metrics; ReportFarmOperatorAbsent's
+  expression returns nothing while it ticks and fires once it has been gone for its window.
 - **The next CRD version**: the documented path (README, "Upgrades") on a plane of its own: a
   served pair (the current version served, the next one served and stored, same schema, no
   conversion webhook), then the stored objects rewritten and ``storedVersions`` trimmed. An
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime
 import functools
@@ -28,6 +31,7 @@ import pytest
 import yaml
 
 from reportfarm import azurite
+from tests.deploy import prometheus
 from tests.harness import kube as kube_harness
 from tests.harness import polling, pools
 from tests.harness.operators import ROOT, OperatorProcess
@@ -102,6 +106,44 @@ def test_the_status_shows_its_age_while_the_operator_is_stopped(
     eventually("observedAt moves again", lambda: (observed_at(pool) or 0) > time.time() - TICK_S,
                timeout=120, detail=again.tail)  # fmt: skip
     assert seconds(observed_column(kube_bin, kubeconfig_path, namespace, "away")) < 3 * TICK_S
+
+
+def alert_expression(name: str) -> str:
+    groups = yaml.safe_load((ROOT / "charts" / "reportfarm" / "rules" / "alerts.yaml").read_text())
+    (rule,) = [r for g in groups["groups"] for r in g["rules"] if r.get("alert") == name]
+    return str(rule["expr"])
+
+
+@pytest.mark.timeout(600)
+def test_the_absent_operator_alert_fires_on_the_metrics_it_reads(
+    kube_api: kubernetes.client.ApiClient,
+    kubeconfig_path: Path,
+    namespace: str,  # noqa: F811
+    azurite_server: azurite.Azurite,
+    tmp_path: Path,
+) -> None:
+    pool = pools.Pool(kube_api, namespace, "watched")
+    pool.create(f"q{uuid.uuid4().hex[:10]}", azurite_server.connection_string)
+    port = azurite.free_port()
+    operator = OperatorProcess(
+        namespace, kubeconfig_path, tmp_path / "operator.log", metrics_port=port
+    )
+    expr = alert_expression("ReportFarmOperatorAbsent")
+    try:
+        with prometheus.PrometheusServer({"operator": [f"127.0.0.1:{port}"]}) as prom:
+            asyncio.run(prom.wait_for("reportfarm_operator_desired_replicas", timeout=120))
+            asyncio.run(
+                prom.wait_for("rate(reportfarm_operator_loop_duration_seconds_count[2m]) > 0")
+            )
+            assert asyncio.run(prom.query(expr)) == [], "fires while the operator ticks"
+            operator.kill()
+            stopped = time.monotonic()
+            fired = asyncio.run(prom.wait_for(expr, timeout=240))
+            print(f"the expression fired {time.monotonic() - stopped:.0f} s after the kill")
+            assert fired[0]["value"][1] == "0"
+    finally:
+        if operator.alive:
+            operator.kill()
 
 
 def served_pair(current: dict[str, Any], *, name: str) -> dict[str, Any]:

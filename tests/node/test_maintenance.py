@@ -57,8 +57,8 @@ class TwoNodes:
 
 
 def previous_chart(workdir: Path) -> tuple[str, Path]:
-    """The chart of the newest commit whose chart version differs from this one's: (version,
-    its folder under ``workdir``)."""
+    """The previous release: the chart as the newest commit that changed it with another
+    version left it (version, its folder under ``workdir``)."""
     current = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
 
     def git(*args: str) -> str:
@@ -66,7 +66,7 @@ def previous_chart(workdir: Path) -> tuple[str, Path]:
             ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
         ).stdout
 
-    for commit in git("log", "--format=%H", "--", "charts/reportfarm/Chart.yaml").split():
+    for commit in git("log", "--format=%H", "--", "charts/reportfarm").split():
         version = yaml.safe_load(git("show", f"{commit}:charts/reportfarm/Chart.yaml"))["version"]
         if version != current:
             archive = workdir / "previous.tar"
