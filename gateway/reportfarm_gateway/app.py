@@ -47,6 +47,9 @@ from reportfarm_gateway.webhooks.dispatching import Dispatcher
 
 logger = logging.getLogger(__name__)
 
+STOPPING = web.AppKey("stopping", asyncio.Event)
+"""Set on SIGTERM: /readyz answers 503 from then on, while the listener still serves."""
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -60,6 +63,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
         middlewares=[_observe, _as_json, _authorize, _check_query],
     )
     app[SETTINGS] = settings
+    app[STOPPING] = asyncio.Event()
     app[METRICS] = GatewayMetrics()
     app[BODIES] = BodyBudget(
         limit_bytes=settings.body_budget_bytes,
@@ -221,6 +225,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     app = request.app
+    if app[STOPPING].is_set():
+        return web.json_response({"status": "stopping", "problems": ["shutting down"]}, status=503)
     problems = []
     depths = app[DEPTHS]
     await depths.depth("interactive")
@@ -247,18 +253,32 @@ async def openapi_document(request: web.Request) -> web.Response:
     return web.json_response(openapi.document())
 
 
-async def serve(settings: GatewaySettings) -> None:
-    """Run until SIGTERM or SIGINT."""
-    stop = asyncio.Event()
+async def serve(settings: GatewaySettings, *, ready: asyncio.Event | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then stop without dropping a request: /readyz turns 503 at
+    once, the listener keeps serving for ``settings.shutdown_delay_s`` (load balancers and
+    endpoint lists catch up), then closes, and requests in flight get up to
+    ``settings.shutdown_timeout_s`` to finish. ``ready`` is set once the listener is up."""
+    app = create_app(settings)
+    stop = app[STOPPING]
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    runner = protocol.AppRunner(create_app(settings), access_log=None)
+    runner = protocol.AppRunner(
+        app, access_log=None, shutdown_timeout=settings.shutdown_timeout_s
+    )
     await runner.setup()
     try:
         await web.TCPSite(runner, host="0.0.0.0", port=settings.port).start()
         logger.info("gateway listening on :%d, queue %s", settings.port, settings.storage.queue)
+        if ready is not None:
+            ready.set()
         await stop.wait()
+        logger.info(
+            "stopping: not ready; serving %.1f s more, then up to %.0f s for requests in flight",
+            settings.shutdown_delay_s,
+            settings.shutdown_timeout_s,
+        )
+        await asyncio.sleep(settings.shutdown_delay_s)
     finally:
         await runner.cleanup()
 

@@ -81,6 +81,12 @@ class GatewaySettings(common.FromEnv):
     worker process (else 400)."""
     max_merge_items: int = common.setting("REPORTFARM_GATEWAY_MAX_MERGE_ITEMS", 2_000)
     """REPORTFARM_GATEWAY_MAX_MERGE_ITEMS: the largest batch merged into one PDF."""
+    shutdown_delay_s: float = common.setting("REPORTFARM_GATEWAY_SHUTDOWN_DELAY_S", 3.0)
+    """REPORTFARM_GATEWAY_SHUTDOWN_DELAY_S: after SIGTERM, how long the listener keeps serving
+    while /readyz answers 503 (endpoint lists and load balancers drop the pod meanwhile)."""
+    shutdown_timeout_s: float = common.setting("REPORTFARM_GATEWAY_SHUTDOWN_TIMEOUT_S", 125.0)
+    """REPORTFARM_GATEWAY_SHUTDOWN_TIMEOUT_S: then, how long requests in flight may take to
+    finish (a synchronous report waits up to max_wait_s); keep it under the pod's grace."""
     dispatcher: bool = common.setting("REPORTFARM_GATEWAY_DISPATCHER", True)
     """REPORTFARM_GATEWAY_DISPATCHER=0 runs the gateway without the webhook dispatcher."""
     webhooks: WebhookSettings = dataclasses.field(default_factory=WebhookSettings)

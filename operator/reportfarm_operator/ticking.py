@@ -25,6 +25,7 @@ A restarted operator's log says what its status says.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -134,6 +135,10 @@ class Ticker:
 
     async def write(self, body: kopf.Body, outcome: scaling.Outcome) -> None:
         namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        # When this loop last looked (the OBSERVED column): its age is the staleness signal while
+        # no operator runs, since nobody else can write the status then.
+        observed = {**outcome.status, "observedAt": reporting.timestamp(time.time())}
+        outcome = dataclasses.replace(outcome, status=observed)
         try:
             await self.runtime.kube.merge_patch(
                 status_path(namespace, name), {"status": outcome.status}

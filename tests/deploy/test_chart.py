@@ -80,6 +80,7 @@ def test_defaults_render_the_operator_and_no_integration(helm: Path) -> None:
     assert kinds(docs) == [
         "Deployment",
         "Pod",  # the helm test hook
+        "PodDisruptionBudget",  # the operator's, never blocking a drain
         "Role",  # least privilege by default: the release's namespace only
         "RoleBinding",
         "Service",
@@ -441,7 +442,7 @@ def test_gateway_lints_clean_with_its_ingress(helm: Path) -> None:
 def test_gateway_deployment_reads_tokens_and_storage_from_secrets(helm: Path) -> None:
     docs = render(helm, *GATEWAY_ON, "gateway.webhookSecretsRef.name=hooks")
     gateway = [d for d in docs if d["metadata"]["name"] == "rf-reportfarm-gateway"]
-    assert sorted(d["kind"] for d in gateway) == ["Deployment", "Service"]
+    assert sorted(d["kind"] for d in gateway) == ["Deployment", "PodDisruptionBudget", "Service"]
     deployment = next(d for d in gateway if d["kind"] == "Deployment")
     spec = deployment["spec"]["template"]["spec"]
     assert deployment["spec"]["replicas"] == 2
@@ -556,3 +557,43 @@ def test_every_default_and_bound_is_in_the_field_description() -> None:
         for value in field.get("enum", []):
             assert str(value) in text, (path, value, text)
     assert checked >= 20
+
+
+def test_a_drain_keeps_a_gateway_and_never_waits_on_the_operator(helm: Path) -> None:
+    """Budgets: the gateway loses one replica at a time, the operator's one replica may always
+    go. Soft spread on the host name; a preStop sleep before SIGTERM; off when asked."""
+    docs = render(helm, *GATEWAY_ON)
+    budgets = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "PodDisruptionBudget"}
+    gateway = next(d for d in docs if d["metadata"]["name"] == "rf-reportfarm-gateway"
+                   and d["kind"] == "Deployment")  # fmt: skip
+    labels = gateway["spec"]["selector"]["matchLabels"]
+    assert budgets["rf-reportfarm-gateway"] == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": labels},
+    }
+    operator = next(d for d in docs if d["metadata"]["name"] == "rf-reportfarm"
+                    and d["kind"] == "Deployment")  # fmt: skip
+    assert operator["spec"]["replicas"] == 1
+    assert budgets["rf-reportfarm"] == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": operator["spec"]["selector"]["matchLabels"]},
+    }
+    spec = gateway["spec"]["template"]["spec"]
+    (spread,) = spec["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert spread["labelSelector"] == {"matchLabels": labels}
+    (container,) = spec["containers"]
+    sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert 0 < sleep < spec["terminationGracePeriodSeconds"]
+
+    off = render(
+        helm, *GATEWAY_ON, "gateway.podDisruptionBudget.enabled=false",
+        "podDisruptionBudget.enabled=false", "gateway.spreadAcrossNodes=false",
+        "gateway.preStopSleepSeconds=0",
+    )  # fmt: skip
+    assert not [d for d in off if d["kind"] == "PodDisruptionBudget"]
+    gateway = next(d for d in off if d["metadata"]["name"] == "rf-reportfarm-gateway"
+                   and d["kind"] == "Deployment")  # fmt: skip
+    assert "topologySpreadConstraints" not in gateway["spec"]["template"]["spec"]
+    assert "lifecycle" not in gateway["spec"]["template"]["spec"]["containers"][0]

@@ -24,12 +24,13 @@ class OperatorProcess:
         *,
         log_format: str = "text",
         env: Mapping[str, str] | None = None,
+        metrics_port: int = 0,
     ) -> None:
         self.log = log
         env = {
             **os.environ,
             "KUBECONFIG": str(kubeconfig),
-            "REPORTFARM_OPERATOR_METRICS_PORT": "0",
+            "REPORTFARM_OPERATOR_METRICS_PORT": str(metrics_port),
             "REPORTFARM_OPERATOR_HEALTH_PORT": "0",
             "REPORTFARM_OPERATOR_POD_TIMEOUT": "1",
             "REPORTFARM_OPERATOR_QUEUE_TIMEOUT": "5",

@@ -84,21 +84,7 @@ def cluster(
         farm.bridge_azurite() as connection,
     ):
         tools = farm.Tools(plane)
-        tools.kubectl("create", "namespace", release.NAMESPACE)
-        tools.kubectl(
-            "create", "secret", "generic", "storage", "-n", release.NAMESPACE,
-            f"--from-literal=connection-string={connection}",
-        )  # fmt: skip
-        slow = tmp_path_factory.mktemp("templates") / "slow.html"
-        slow.write_text(release.SLOW_TEMPLATE, encoding="utf-8")
-        tools.kubectl(
-            "create", "configmap", "report-templates", "-n", release.NAMESPACE,
-            f"--from-file={release.ROOT / 'examples' / 'templates'}", f"--from-file={slow}",
-        )  # fmt: skip
-        tools.kubectl(
-            "create", "secret", "generic", "tenant-tokens", "-n", release.NAMESPACE,
-            f"--from-literal=tokens=acme={release.TOKEN}",
-        )  # fmt: skip
+        release.prepare_namespace(tools, connection, tmp_path_factory.mktemp("templates"))
         release.install_chart(tools, plane, built_images["operator"], built_images["gateway"])
         yield tools, node, connection
 

@@ -9,6 +9,12 @@ own address and the same port, and only this machine's bridge address and the po
 namespaces are ever reached. The kubelet
 listens on loopback and registers as ``localhost`` (the apiserver reaches it by that host name;
 a loopback node IP is refused).
+
+A second node (``SECOND``) runs beside the first on the same bridge: its own containerd and
+kubelet, the upper half of the bridge's addresses, its own cgroup root (two kubelets under one
+``/kubepods`` would each remove the other's pod cgroups as orphans), and the name ``127.0.0.2``:
+the apiserver dials a node by its host name, and a second loopback address is the only other
+name that resolves here without touching the machine's ``/etc/hosts``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,33 @@ GATEWAY = str(next(NETWORK.hosts()))
 CNI_BIN = Path("/usr/lib/cni")
 FORWARDING = Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/forwarding")
 """0 while the node runs: packets from the pods are never routed off the bridge."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Identity:
+    """What tells two nodes on this machine apart."""
+
+    name: str
+    """The Node's name and host name: the apiserver reaches the kubelet there."""
+    address: str
+    """The loopback address the kubelet listens on (``name`` resolves to it)."""
+    pod_range: tuple[str, str]
+    """First and last pod address of ``NETWORK`` this node hands out."""
+    cgroup_root: str = "/"
+    """The kubelet's cgroup root; each node's pods live under ``<root>/kubepods``."""
+
+
+FIRST = Identity(name=NODE_NAME, address="127.0.0.1", pod_range=("10.88.77.2", "10.88.77.127"))
+SECOND = Identity(
+    name="127.0.0.2",
+    address="127.0.0.2",
+    pod_range=("10.88.77.128", "10.88.77.254"),
+    cgroup_root="/reportfarm-node-b",
+)
+
+
+RUNNING: set[str] = set()
+"""Names of the nodes of this process that share the bridge."""
 
 
 class NodeError(RuntimeError):
@@ -84,10 +117,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
 
 
-def _cni_config(workdir: Path) -> dict[str, object]:
+def _cni_config(workdir: Path, *, identity: Identity) -> dict[str, object]:
+    first, last = identity.pod_range
+    subnet = {"subnet": str(NETWORK), "gateway": GATEWAY, "rangeStart": first, "rangeEnd": last}
     ipam = {
         "type": "host-local",
-        "ranges": [[{"subnet": str(NETWORK), "gateway": GATEWAY}]],
+        "ranges": [[subnet]],
         "dataDir": str(workdir / "cni-ipam"),
     }
     bridge = {
@@ -103,11 +138,14 @@ def _cni_config(workdir: Path) -> dict[str, object]:
     return {"cniVersion": "1.0.0", "name": "reportfarm-node", "plugins": [bridge]}
 
 
-def _kubelet_config(workdir: Path, *, port: int, healthz_port: int) -> dict[str, object]:
+def _kubelet_config(
+    workdir: Path, *, identity: Identity, port: int, healthz_port: int
+) -> dict[str, object]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": "127.0.0.1",
+        "address": identity.address,
+        "cgroupRoot": identity.cgroup_root,
         "port": port,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -139,8 +177,11 @@ class Node:
         kubelet: Path,
         sandbox: images.Image,
         imported: list[images.Image],
+        identity: Identity = FIRST,
     ) -> None:
         self.plane = plane
+        self.identity = identity
+        self.name = identity.name
         self.kubelet = kubelet
         self.sandbox = sandbox
         self.imported = imported
@@ -159,10 +200,13 @@ class Node:
         self.stop()
 
     def start(self) -> None:
+        RUNNING.add(self.name)
         _bridge_up()
+        _cgroup_root(self.identity.cgroup_root)
         work = self.workdir
         (work / "cni").mkdir()
-        (work / "cni" / "10-reportfarm.conflist").write_text(json.dumps(_cni_config(work)))
+        conflist = _cni_config(work, identity=self.identity)
+        (work / "cni" / "10-reportfarm.conflist").write_text(json.dumps(conflist))
         (work / "containerd.toml").write_text(
             _containerd_config(work, sandbox_image=self.sandbox.ref)
         )
@@ -172,7 +216,8 @@ class Node:
             self.ctr("images", "import", "--all-platforms", str(image.archive))
         port, healthz = azurite.free_port(), azurite.free_port()
         config = work / "kubelet.json"  # JSON is YAML
-        config.write_text(json.dumps(_kubelet_config(work, port=port, healthz_port=healthz)))
+        settings = _kubelet_config(work, identity=self.identity, port=port, healthz_port=healthz)
+        config.write_text(json.dumps(settings))
         self._spawn(
             "kubelet",
             str(self.kubelet),
@@ -180,13 +225,13 @@ class Node:
             f"--kubeconfig={self.plane.kubeconfig}",
             f"--root-dir={work / 'kubelet'}",
             f"--cert-dir={work / 'kubelet-pki'}",
-            f"--hostname-override={NODE_NAME}",
+            f"--hostname-override={self.name}",
             # The node's address (host-network pods, probes of them) is the bridge's own.
             f"--node-ip={GATEWAY}",
             "--v=1",
         )
         self._wait("the node to register", self._registered, 120)
-        self.plane.wait_node_ready(NODE_NAME, timeout=120)
+        self.plane.wait_node_ready(self.name, timeout=120)
 
     def ctr(self, *args: str) -> str:
         done = subprocess.run(
@@ -201,7 +246,7 @@ class Node:
 
     def _registered(self) -> bool:
         try:
-            self.plane.request("GET", f"/api/v1/nodes/{NODE_NAME}")
+            self.plane.request("GET", f"/api/v1/nodes/{self.name}")
         except OSError:
             return False
         return True
@@ -251,14 +296,18 @@ class Node:
             subprocess.run(["umount", "-l", mount], capture_output=True)
         if not os.environ.get("REPORTFARM_KEEP_NODE"):
             shutil.rmtree(self.workdir, ignore_errors=True)
-        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+        if self.identity.cgroup_root != "/":
+            _remove_cgroup_root(self.identity.cgroup_root)
+        RUNNING.discard(self.name)
+        if not RUNNING:  # the last node on the bridge takes it down
+            subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
 
     def _drain(self, *, timeout: float) -> None:
-        path = f"/api/v1/nodes/{NODE_NAME}"
+        path = f"/api/v1/nodes/{self.name}"
         node = self.plane.request("GET", path)
         node["spec"]["unschedulable"] = True
         self.plane.request("PUT", path, node)
-        selector = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{NODE_NAME}"
+        selector = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{self.name}"
         for pod in self.plane.request("GET", selector)["items"]:
             meta = pod["metadata"]
             self.plane.request(
@@ -308,3 +357,39 @@ def _bridge_up() -> None:
     done = ip("link", "set", BRIDGE, "up")
     if done.returncode != 0:
         raise NodeError(f"cannot bring up bridge {BRIDGE}: {done.stderr}")
+
+
+CGROUPS = Path("/sys/fs/cgroup")
+
+
+def _hierarchies() -> list[Path]:
+    """Every mounted cgroup hierarchy (v1 controllers, the named and unified ones, or v2)."""
+    if (CGROUPS / "cgroup.controllers").exists():
+        return [CGROUPS]
+    return [p for p in CGROUPS.iterdir() if p.is_dir() and not p.is_symlink()]
+
+
+def _cgroup_root(root: str) -> None:
+    """The kubelet refuses a cgroup root that does not exist: make it in every hierarchy."""
+    if root == "/":
+        return
+    for hierarchy in _hierarchies():
+        folder = hierarchy / root.strip("/")
+        folder.mkdir(exist_ok=True)
+        if hierarchy.name == "cpuset":  # a new cpuset has no CPUs or memory nodes until copied
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                (folder / name).write_text((hierarchy / name).read_text())
+
+
+def _remove_cgroup_root(root: str) -> None:
+    """rmdir, deepest first, what the kubelet left under ``root`` (empty once pods are gone)."""
+    for hierarchy in _hierarchies():
+        folder = hierarchy / root.strip("/")
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if path.is_dir():
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+        with contextlib.suppress(OSError):
+            folder.rmdir()

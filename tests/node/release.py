@@ -4,6 +4,8 @@ with the operator and the gateway from their images, the pool, its Ready pods.""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tests.harness import kube as kube_harness
@@ -24,18 +26,45 @@ SLOW_TEMPLATE = """{# reportfarm: javascript #}
 """A job that keeps its browser busy for ``busy_ms`` (a pod deleted while it runs must drain)."""
 
 
+def prepare_namespace(tools: farm.Tools, connection: str, workdir: Path) -> None:
+    """The namespace with the storage and tokens Secrets and the templates ConfigMap (the
+    examples and ``slow``)."""
+    tools.kubectl("create", "namespace", NAMESPACE)
+    tools.kubectl(
+        "create", "secret", "generic", "storage", "-n", NAMESPACE,
+        f"--from-literal=connection-string={connection}",
+    )  # fmt: skip
+    slow = workdir / "slow.html"
+    slow.write_text(SLOW_TEMPLATE, encoding="utf-8")
+    tools.kubectl(
+        "create", "configmap", "report-templates", "-n", NAMESPACE,
+        f"--from-file={ROOT / 'examples' / 'templates'}", f"--from-file={slow}",
+    )  # fmt: skip
+    tools.kubectl(
+        "create", "secret", "generic", "tenant-tokens", "-n", NAMESPACE,
+        f"--from-literal=tokens=acme={TOKEN}",
+    )  # fmt: skip
+
+
 def install_chart(
     tools: farm.Tools,
     plane: kube_harness.ControlPlane,
     operator: images.Image,
     gateway: images.Image,
+    *,
+    chart: Path = ROOT / "charts" / "reportfarm",
+    command: str = "install",
+    values: Sequence[str] = (),
+    operator_spec: Mapping[str, Any] | None = None,
 ) -> None:
-    """The chart with the operator and the gateway, from the locally built images."""
+    """The chart with the operator and the gateway, from the locally built images (``values``:
+    more ``--set`` pairs, after the defaults; ``command`` ``upgrade`` upgrades the release;
+    ``operator_spec``: more fields of the operator pod's spec)."""
     repository, tag = operator.ref.rsplit(":", 1)
     gateway_repository, gateway_tag = gateway.ref.rsplit(":", 1)
     health, metrics = (str(p) for p in (farm.azurite.free_port(), farm.azurite.free_port()))
     tools.run(
-        "helm", "install", "reportfarm", str(ROOT / "charts" / "reportfarm"), "-n", NAMESPACE,
+        "helm", command, "reportfarm", str(chart), "-n", NAMESPACE,
         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
         "--set", "image.pullPolicy=Never", "--set", f"watchNamespace={NAMESPACE}",
         "--set", f"operator.healthPort={health}", "--set", f"metrics.port={metrics}",
@@ -45,6 +74,7 @@ def install_chart(
         "--set", "gateway.connectionSecretRef.name=storage",
         "--set", "gateway.tokensSecretRef.name=tenant-tokens",
         "--set", f"gateway.queue={QUEUE}", "--set", f"gateway.outputContainer={CONTAINER}",
+        *[arg for value in values for arg in ("--set", value)],
     )  # fmt: skip
     # This node has no kube-proxy and the test plane listens on loopback only: the operator's pod
     # uses the node's network and reaches the apiserver at 127.0.0.1 (in its serving cert).
@@ -59,6 +89,7 @@ def install_chart(
                 "spec": {
                     "hostNetwork": True,
                     "containers": [{"name": "operator", "env": env}],
+                    **(operator_spec or {}),
                 }
             }
         }
