@@ -9,7 +9,8 @@
 # dependencies name; the copy's go.mod points that module at a served version (only the Google
 # Cloud scalers use it).
 #
-# Output: ${REPORTFARM_CACHE:-$HOME/.cache/reportfarm}/keda/<version>/bin/{keda,keda-adapter}
+# Output: ${REPORTFARM_CACHE:-$HOME/.cache/reportfarm}/keda/<version>/bin/{keda,keda-adapter} and,
+# beside them, crds/ (KEDA's CustomResourceDefinitions from the same module source).
 # Idempotent: a binary is rebuilt only when missing or built from another pinned version.
 # Cold: ~25 min for the operator and ~3 min for the adapter on 2 cores, and several GB of Go
 # build cache; instant when cached. Prints the bin dir as the last line of stdout.
@@ -33,7 +34,7 @@ up_to_date() {
   [[ -x "${BIN}/$1" && "$(cat "${BIN}/.$1.version" 2>/dev/null)" == "${KEDA_VERSION}" ]]
 }
 
-if up_to_date keda && up_to_date keda-adapter; then
+if up_to_date keda && up_to_date keda-adapter && [[ -f "${BIN}/crds/keda.sh_scaledobjects.yaml" ]]; then
   log "keda ${KEDA_VERSION}: up to date"
   echo "${BIN}"
   exit 0
@@ -69,5 +70,8 @@ build() {
 }
 build keda cmd/operator
 build keda-adapter cmd/adapter
+rm -rf "${BIN}/crds"
+mkdir -p "${BIN}/crds"
+cp "${WORK}"/config/crd/bases/*.yaml "${BIN}/crds/"
 log "done in $((SECONDS - start))s"
 echo "${BIN}"
