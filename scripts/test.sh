@@ -87,6 +87,33 @@ if [ -x scripts/gotenberg/build.sh ]; then
   step "Gotenberg (side by side benchmark)" gotenberg_build
 fi
 
+# KEDA (operator + metrics adapter) for the side by side with the real KEDA and HPA
+# (tests/kube/test_keda.py): built once from the Go module proxy into
+# ${REPORTFARM_CACHE:-~/.cache/reportfarm}/keda (~10 min cold on 2 cores with Go 1.27.4 fetched
+# by GOTOOLCHAIN, instant when cached). A failed build fails those tests, with the build's output.
+keda_build() {
+  local log pid minutes=0
+  log="$(mktemp)"
+  bash scripts/keda/build.sh >"$log" 2>&1 &
+  pid=$!
+  while ! wait_for "$pid" 60; do
+    minutes=$((minutes + 1))
+    echo "   KEDA, ${minutes} min: $(tail -n 1 "$log" | cut -c1-120)"
+  done
+  if wait "$pid"; then
+    export REPORTFARM_KEDA_BIN="$(tail -n 1 "$log")"
+    echo "   binaries in $REPORTFARM_KEDA_BIN"
+  else
+    echo "   KEDA build failed (its tests will fail and show this again):"
+    tail -n 20 "$log"
+  fi
+  rm -f "$log"
+}
+
+if [ -x scripts/keda/build.sh ]; then
+  step "KEDA (the real KEDA beside our operator)" keda_build
+fi
+
 # The validators of the archival tests (tests/finishing), Java tools from Maven Central cached in
 # ${REPORTFARM_CACHE:-~/.cache/reportfarm}/<name> (scripts/maven-jar.sh; ~10 s each the first
 # time, instant when cached): veraPDF (PDF/A) and Mustang (Factur-X). A failed install does not stop

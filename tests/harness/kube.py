@@ -214,7 +214,8 @@ class _Component:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on loopback.
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on loopback, with
+    the API aggregation layer on (the HPA reads external metrics through it).
 
     >>> with ControlPlane(bin_dir()) as cp:
     ...     cp.add_node("node-a", cpu="8", memory="32Gi")
@@ -296,6 +297,10 @@ class ControlPlane:
         self._poll("etcd /health", lambda: self._http_ok(f"{etcd}/health"))
 
         cert, key = pki.issue("apiserver", user="kube-apiserver", serving=True)
+        # The aggregation layer (extension API servers such as KEDA's metrics adapter): a CA of
+        # its own for the front proxy, whose client certificate the apiserver presents to them.
+        front_proxy = _Pki(workdir / "pki" / "front-proxy")
+        proxy_cert, proxy_key = front_proxy.issue("front-proxy-client", user="front-proxy-client")
         self._spawn(
             "kube-apiserver",
             f"--etcd-servers={etcd}",
@@ -315,6 +320,13 @@ class ControlPlane:
             # The "kubernetes" Endpoints would point at loopback, which validation rejects.
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            f"--requestheader-client-ca-file={front_proxy.ca_file}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={proxy_cert}",
+            f"--proxy-client-key-file={proxy_key}",
         )
         self._poll("kube-apiserver /readyz", lambda: self._http_ok(f"{self.server}/readyz"))
 
