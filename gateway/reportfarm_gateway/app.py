@@ -263,9 +263,7 @@ async def serve(settings: GatewaySettings, *, ready: asyncio.Event | None = None
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    runner = protocol.AppRunner(
-        app, access_log=None, shutdown_timeout=settings.shutdown_timeout_s
-    )
+    runner = protocol.AppRunner(app, access_log=None, shutdown_timeout=settings.shutdown_timeout_s)
     await runner.setup()
     try:
         await web.TCPSite(runner, host="0.0.0.0", port=settings.port).start()
