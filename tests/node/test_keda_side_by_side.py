@@ -3,8 +3,9 @@
 In CI: a short burst, ours and KEDA with a 60 s window, each from one Ready pod: every job stored
 once on both sides, KEDA's HPA really scaled the Deployment, and the figures printed. The whole
 side by side (four traces, ours, keda-60 and keda-120) is the same test with
-``REPORTFARM_KEDA_FULL=1`` (``scripts/bench_keda.sh``), which also writes the table, the JSON
-and the plot to ``REPORTFARM_KEDA_OUT`` (default ``out/keda``).
+``REPORTFARM_KEDA_FULL=1`` (``scripts/bench_keda.sh``; ``REPORTFARM_KEDA_TRACES`` picks some of
+them), which also writes the table, the JSON and the plot to ``REPORTFARM_KEDA_OUT`` (default
+``out/keda``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def test_our_operator_beside_the_real_keda_on_the_real_node(
 ) -> None:
     tools, _, connection = cluster
     if FULL:
-        traces = list(sidebyside.traces().values())
+        chosen = os.environ.get("REPORTFARM_KEDA_TRACES", "burst,jump,small,wake").split(",")
+        traces = [sidebyside.traces()[name] for name in chosen]
         sides, tail = list(sidebyside.iter_sides("ours,keda-60,keda-120")), 150.0
     else:
         traces = [sidebyside.traces(scale=0.5)["burst"]]
