@@ -343,23 +343,29 @@ def test_a_failing_resize_warns_once_per_change(
     send(connection, queue, 30)  # work that wants more browsers than the pod reports
     pool = pools.Pool(kube_api, namespace, POOL)
     pool.create(queue, connection, replicas={"min": 1, "max": 1})
-    eventually(
-        "a ready pod (kwok)",
-        lambda: any(
-            c.type == "Ready" and c.status == "True"
-            for p in pool.pods()
-            for c in (p.status.conditions or [])
-        ),
-    )
-    (pod,) = [p for p in pool.pods() if p.status.phase == "Running"]
     host = f"127.0.{uuid.uuid4().int % 250 + 2}.{uuid.uuid4().int % 250 + 2}"
     with FakeRenderer(host) as renderer:
-        # kwok leaves a Ready pod's status alone: the pod's address is now the fake renderer's.
-        pool.core.patch_namespaced_pod_status(
-            pod.metadata.name, namespace, {"status": {"podIP": host, "podIPs": [{"ip": host}]}}
-        )
         operator = operators(
             namespace, kubeconfig_path, REPORTFARM_OPERATOR_RENDERER_PORT=str(renderer.port)
+        )
+        eventually(
+            "a ready pod (kwok)",
+            lambda: any(
+                c.type == "Ready" and c.status == "True"
+                for p in pool.pods()
+                for c in (p.status.conditions or [])
+            ),
+            detail=operator.tail,
+        )
+        (pod,) = [p for p in pool.pods() if p.status.phase == "Running"]
+        # kwok leaves a Ready pod's status alone: the pod's address is now the fake renderer's.
+        pool.core.patch_namespaced_pod_status(  # a JSON patch: replace, not merge, the IP list
+            pod.metadata.name,
+            namespace,
+            [
+                {"op": "replace", "path": "/status/podIP", "value": host},
+                {"op": "replace", "path": "/status/podIPs", "value": [{"ip": host}]},
+            ],
         )
 
         def resize_warnings() -> list[str]:
