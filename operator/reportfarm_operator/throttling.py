@@ -38,6 +38,7 @@ class LogThrottle:
     ) -> bool:
         """Log it unless it was logged recently; returns whether it was logged."""
         now = time.monotonic()
+        self._forget_stopped(now)
         seen = self._seen.get((key, message))
         if seen is None:
             self._seen[(key, message)] = _Seen(first_logged=now, last_logged=now)
@@ -56,6 +57,14 @@ class LogThrottle:
         )
         seen.last_logged, seen.suppressed = now, 0
         return True
+
+    def _forget_stopped(self, now: float) -> None:
+        """Drop failures not seen for an hour (and two intervals: a repeat refreshes them every
+        ``every`` s), so keys of pods long gone do not pile up."""
+        after = max(2 * self.every, 3600.0)
+        stale = [k for k, seen in self._seen.items() if now - seen.last_logged > after]
+        for k in stale:
+            del self._seen[k]
 
     def success(self, key: str) -> None:
         """The pool works again: its next failure is logged at once, with its traceback."""

@@ -239,6 +239,7 @@ def test_helm_install_then_uninstall_leaves_nothing_behind(
     try:
         notes = tools.helm(*args)
         assert f"release {release} in namespace {namespace}" in notes
+        assert f"ReportPools in namespace(s) {namespace} (a Role in each" in notes, notes
         installed = _leftovers(tools, release, namespace)
         kinds = {name.split("/")[0].split(".")[0] for name in installed}
         expected = {"deployment", "service", "serviceaccount", "role", "rolebinding"}

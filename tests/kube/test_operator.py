@@ -236,19 +236,23 @@ def test_every_field_has_a_description_and_explain_shows_it(
             yield from undocumented(node["items"], f"{path}[]")
 
     assert list(undocumented(schema, "")) == []
-    explained = subprocess.run(
-        [
-            str(kube_bin / "kubectl"),
-            f"--kubeconfig={kubeconfig_path}",
-            "explain",
-            "reportpools.spec.browser.cpu",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+
+    def explain(field: str) -> str | None:
+        """``kubectl explain``, once the API server publishes the CRD's schema (it lags behind
+        Established for a moment)."""
+        done = subprocess.run(
+            [str(kube_bin / "kubectl"), f"--kubeconfig={kubeconfig_path}", "explain", field],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return " ".join(done.stdout.split()) if done.returncode == 0 else None
+
+    explained = polling.eventually("explain", lambda: explain("reportpools.spec.browser.cpu"))
     assert "CPU one browser needs" in explained, explained
+    assert 'default "500m"' in explained, explained  # defaults and bounds, as explain shows them
+    explained = polling.eventually("explain", lambda: explain("reportpools.spec.replicas.max"))
+    assert "(1 to 1000; default 10)" in explained, explained
 
 
 def test_the_crd_fills_in_defaults(custom: Any, namespace: str) -> None:

@@ -18,7 +18,6 @@ no timing is asserted.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
@@ -28,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -37,41 +36,20 @@ import kubernetes
 import pytest
 
 from reportfarm import azurite, contract, renderer_api
-from reportfarm.storage.queueing import JobQueue
 from tests.harness import polling, pools, reportpools
 from tests.harness.operators import OperatorProcess
-from tests.kube.test_operator_status import crd, kubectl, namespace  # noqa: F401  (fixtures)
+from tests.kube.test_operator_status import (  # noqa: F401  (fixtures)
+    crd,
+    fill,
+    kubectl,
+    namespace,
+    operators,
+)
 
 pytestmark = [pytest.mark.kube, pytest.mark.azurite, pytest.mark.slow]
 
 eventually = functools.partial(polling.eventually, timeout=180.0)
 POOL = "oncall"
-
-
-@pytest.fixture
-def operators(tmp_path: Path) -> Iterator[Callable[..., OperatorProcess]]:
-    started: list[OperatorProcess] = []
-
-    def start(watched: str, kubeconfig: Path, **env: str) -> OperatorProcess:
-        log = tmp_path / f"operator-{len(started)}.log"
-        process = OperatorProcess(watched, kubeconfig, log, log_format="json", env=env)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.alive:
-            process.kill()
-
-
-def send(connection: str, queue: str, count: int) -> None:
-    async def go() -> None:
-        async with JobQueue(connection, queue) as jobs:
-            await jobs.ensure()
-            for index in range(count):
-                await jobs.send(json.dumps({"job": index}))
-
-    asyncio.run(go())
 
 
 def log_lines(operator: OperatorProcess) -> list[dict[str, Any]]:
@@ -94,14 +72,14 @@ def test_an_interactive_only_queue_wakes_the_pool(
     kubeconfig_path: Path,
     namespace: str,  # noqa: F811
     azurite_server: azurite.Azurite,
-    operators: Callable[..., OperatorProcess],
+    operators: Callable[..., OperatorProcess],  # noqa: F811
 ) -> None:
     connection = azurite_server.connection_string
     queue = f"q{uuid.uuid4().hex[:10]}"
-    send(connection, contract.lane_queue_name(queue, "interactive"), 10)  # the bulk queue: never
+    fill(connection, contract.lane_queue_name(queue, "interactive"), 10)  # the bulk queue: never
     pool = pools.Pool(kube_api, namespace, POOL)
     pool.create(queue, connection, replicas={"min": 0, "max": 4})
-    operator = operators(namespace, kubeconfig_path)
+    operator = operators(namespace, kubeconfig_path, log_format="json")
 
     eventually(
         "the pool woken by the interactive lane",
@@ -128,7 +106,7 @@ def test_a_restart_re_announces_each_ongoing_failure_once(
     kube_bin: Path,
     namespace: str,  # noqa: F811
     azurite_server: azurite.Azurite,
-    operators: Callable[..., OperatorProcess],
+    operators: Callable[..., OperatorProcess],  # noqa: F811
 ) -> None:
     wrong_key = azurite_server.connection_string.replace("AccountKey=", "AccountKey=AAAA")
     # One pool with a wrong key (its queue unreadable), one whose pods no fake node can hold.
@@ -176,7 +154,7 @@ def test_a_restart_re_announces_each_ongoing_failure_once(
             )
         }
 
-    first = operators(namespace, kubeconfig_path)
+    first = operators(namespace, kubeconfig_path, log_format="json")
     eventually(
         "both failures announced by the first operator",
         lambda: announced(first) == {"wrong-key": 1, "too-big": 1},
@@ -191,7 +169,7 @@ def test_a_restart_re_announces_each_ongoing_failure_once(
     first.kill()
     decided = {pool.name: pool.decided_at() for pool in (keyless, huge)}
 
-    second = operators(namespace, kubeconfig_path)
+    second = operators(namespace, kubeconfig_path, log_format="json")
     seen: dict[str, set[float]] = {name: set() for name in decided}
 
     def six_decisions_each() -> bool:
@@ -249,7 +227,7 @@ def test_liveness_fails_when_the_scaling_loop_is_stuck(
     kubeconfig_path: Path,
     namespace: str,  # noqa: F811
     azurite_server: azurite.Azurite,
-    operators: Callable[..., OperatorProcess],
+    operators: Callable[..., OperatorProcess],  # noqa: F811
 ) -> None:
     pool = pools.Pool(kube_api, namespace, POOL)
     pool.create(f"q{uuid.uuid4().hex[:10]}", azurite_server.connection_string)
@@ -257,6 +235,7 @@ def test_liveness_fails_when_the_scaling_loop_is_stuck(
     operator = operators(
         namespace,
         kubeconfig_path,
+        log_format="json",
         REPORTFARM_OPERATOR_HEALTH_PORT=str(port),
         REPORTFARM_OPERATOR_BIND_ADDRESS="127.0.0.1",
         REPORTFARM_OPERATOR_STUCK_AFTER="15",
@@ -336,30 +315,39 @@ def test_a_failing_resize_warns_once_per_change(
     kubeconfig_path: Path,
     namespace: str,  # noqa: F811
     azurite_server: azurite.Azurite,
-    operators: Callable[..., OperatorProcess],
+    operators: Callable[..., OperatorProcess],  # noqa: F811
 ) -> None:
     connection = azurite_server.connection_string
     queue = f"q{uuid.uuid4().hex[:10]}"
-    send(connection, queue, 30)  # work that wants more browsers than the pod reports
+    fill(connection, queue, 30)  # work that wants more browsers than the pod reports
     pool = pools.Pool(kube_api, namespace, POOL)
     pool.create(queue, connection, replicas={"min": 1, "max": 1})
-    eventually(
-        "a ready pod (kwok)",
-        lambda: any(
-            c.type == "Ready" and c.status == "True"
-            for p in pool.pods()
-            for c in (p.status.conditions or [])
-        ),
-    )
-    (pod,) = [p for p in pool.pods() if p.status.phase == "Running"]
     host = f"127.0.{uuid.uuid4().int % 250 + 2}.{uuid.uuid4().int % 250 + 2}"
     with FakeRenderer(host) as renderer:
-        # kwok leaves a Ready pod's status alone: the pod's address is now the fake renderer's.
-        pool.core.patch_namespaced_pod_status(
-            pod.metadata.name, namespace, {"status": {"podIP": host, "podIPs": [{"ip": host}]}}
-        )
         operator = operators(
-            namespace, kubeconfig_path, REPORTFARM_OPERATOR_RENDERER_PORT=str(renderer.port)
+            namespace,
+            kubeconfig_path,
+            log_format="json",
+            REPORTFARM_OPERATOR_RENDERER_PORT=str(renderer.port),
+        )
+        eventually(
+            "a ready pod (kwok)",
+            lambda: any(
+                c.type == "Ready" and c.status == "True"
+                for p in pool.pods()
+                for c in (p.status.conditions or [])
+            ),
+            detail=operator.tail,
+        )
+        (pod,) = [p for p in pool.pods() if p.status.phase == "Running"]
+        # kwok leaves a Ready pod's status alone: the pod's address is now the fake renderer's.
+        pool.core.patch_namespaced_pod_status(  # a JSON patch: replace, not merge, the IP list
+            pod.metadata.name,
+            namespace,
+            [
+                {"op": "replace", "path": "/status/podIP", "value": host},
+                {"op": "replace", "path": "/status/podIPs", "value": [{"ip": host}]},
+            ],
         )
 
         def resize_warnings() -> list[str]:

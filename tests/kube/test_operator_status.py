@@ -83,10 +83,12 @@ def namespace(kube_api: kubernetes.client.ApiClient, crd: str) -> Iterator[str]:
 def operators(tmp_path: Path) -> Iterator[Callable[..., OperatorProcess]]:
     started: list[OperatorProcess] = []
 
-    def start(namespace: str, kubeconfig: Path, *, log_format: str = "text") -> OperatorProcess:
-        process = OperatorProcess(
-            namespace, kubeconfig, tmp_path / f"operator-{len(started)}.log", log_format=log_format
-        )
+    def start(
+        namespace: str, kubeconfig: Path, *, log_format: str = "text", **env: str
+    ) -> OperatorProcess:
+        """``env``: REPORTFARM_OPERATOR_* settings of this process."""
+        log = tmp_path / f"operator-{len(started)}.log"
+        process = OperatorProcess(namespace, kubeconfig, log, log_format=log_format, env=env)
         started.append(process)
         return process
 

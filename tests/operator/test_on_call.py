@@ -189,3 +189,23 @@ def test_policy_reasons_are_condition_reasons() -> None:
     joined = ",".join(["QueueUnreadable", "Unschedulable", "PoolResizeFailed", "AtMaxReplicas"])
     assert pattern.match(joined)
     assert all(pattern.match(reason.value) for reason in policy.Reason)
+
+
+def test_json_log_times_are_rfc_3339_with_their_zone(capsys: pytest.CaptureFixture[str]) -> None:
+    import datetime
+    import json
+
+    from reportfarm import logs
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        logs.configure(json_lines=True, level="INFO")
+        logging.getLogger("reportfarm.test").info("hello", extra={"pool": "ns/p"})
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    when = datetime.datetime.fromisoformat(line["time"])
+    assert when.tzinfo is not None and line["time"][10] == "T", line
+    assert abs(time.time() - when.timestamp()) < 3600

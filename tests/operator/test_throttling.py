@@ -34,3 +34,17 @@ def test_after_the_interval_a_summary_counts_the_repeats(caplog: pytest.LogCaptu
     throttle.failure("ns/pool", "tick failed")
     assert throttle.failure("ns/pool", "tick failed")
     assert "again, 1 more time(s)" in caplog.records[-1].getMessage()
+
+
+def test_failures_that_stopped_are_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys of pods long gone do not pile up; a failure still repeating is kept."""
+    clock = [1000.0]
+    monkeypatch.setattr(throttling.time, "monotonic", lambda: clock[0])
+    throttle = throttling.LogThrottle(logging.getLogger("test.throttling"), every=300.0)
+    for index in range(100):
+        throttle.failure(f"ns/pod-{index}", "resize failed")
+    clock[0] += 200.0
+    assert not throttle.failure("ns/pod-0", "resize failed")  # still counted, not logged
+    clock[0] += 3601.0
+    throttle.failure("ns/still", "resize failed")
+    assert len(throttle._seen) == 1
