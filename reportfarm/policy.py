@@ -112,10 +112,10 @@ class PoolSpec:
     """A depth that grew at two decisions in a row is projected over ``pod_start_s``: pods are
     started for the backlog they will find when ready, not only the one waiting now."""
     follow_arrivals: bool = True
-    """While a backlog drains, size for the arrival stream it reveals (completions plus the
-    depth's change), not only for the steady estimate from before it. Faster on a sustained jump
-    (p95 ~1.6x lower on the suite's jumps), dearer while a batch is still being submitted
-    (month-end ~4 % more pod-seconds): the knob between the two."""
+    """Size for the arrival stream the renderers' completions and the depth's change reveal
+    (while a backlog drains too), not only for the smoothed steady estimate. Faster on sustained
+    jumps, cliffs and wakes, dearer while a batch is still being submitted (month-end: a few %
+    more pod-seconds): the knob between the two."""
     full_pools: bool = True
     """Running pods run every browser that fits: a pod costs the same with 1 or all of them, and
     a browser already up takes a job at once, where a resize takes a tick and a Chromium start.
@@ -550,12 +550,15 @@ def _follow_arrivals(
     growth: float,
     render_s: float | None,
 ) -> int:
-    """The backlog browsers, raised to what the arrival stream seen during a backlog needs above
-    the steady estimate: needed now, not held by the window (it may be a batch still being
-    submitted, which stops). While the depth falls, only with ``follow_arrivals``."""
+    """The backlog browsers, raised to what the arrival stream needs above the steady estimate:
+    needed now, not held by the window (it may be a batch still being submitted, which stops).
+    Always when the renderers' completion counts are known (then a one-tick spike of busy
+    browsers is not an arrival); from ``busy / render_s`` only during a backlog, and while the
+    depth falls only with ``follow_arrivals``."""
     depth, busy = observation.queue_depth or 0, observation.busy_browsers or 0
     backlogged = max(0, depth - busy) * (render_s or spec.default_render_s) > spec.target_wait_s
-    follow = backlogged and (growth > 0 or spec.follow_arrivals)
+    counted = observation.completed is not None and spec.follow_arrivals
+    follow = counted or (backlogged and (growth > 0 or spec.follow_arrivals))
     if not follow or arrivals is None or average is None or arrivals <= average:
         return backlog
     steady_now, backlog_now = _needs(
