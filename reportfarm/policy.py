@@ -10,11 +10,16 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
 1. Steady: the arrival stream's concurrency (rate x render time), measured as a moving average of
    the busy browsers while the queue holds no backlog (a backlog's drain is not a rate), over the
    target utilization. Only this part is held by the scale-down window: it comes back, a drained
-   backlog does not.
+   backlog does not. The stream is also read directly: completions per second (the renderers'
+   counters) plus the depth's change. A growth seen at every decision for ``sustained_s`` is a
+   higher rate and moves the average during a backlog; a batch landing does not. Above the
+   average, the stream is sized for now but not held (``follow_arrivals``).
 2. Backlog: the browsers that drain the waiting jobs within the accepted wait
    (``waiting * render_s / target_wait_s``), per lane. Pods are only started for the part of the
    backlog the ready pods (at full pools) cannot clear before a new pod would be ready
-   (``pod_start_s``): a pod that arrives after the backlog is gone only costs.
+   (``pod_start_s``): a pod that arrives after the backlog is gone only costs. A depth that grew
+   at two decisions in a row is projected over the pod start (``project_growth``), and a pod
+   still starting is not cancelled while the backlog it was started for still waits.
 3. Blind (busy browsers unknown: metrics unreadable): the need comes from what is known, the queue
    depth and its trend, and the last known (else configured) render time:
    ``depth * render_s / (target_wait_s + render_s)`` plus the depth's growth, never from the
@@ -22,9 +27,9 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
    wider ``blind_tolerance`` band.
 4. Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
    holds the need plus the tolerance band (and one spare browser), so noise does not flap.
-5. Shape: the fewest pods that hold the requirement. The pool inside the floor pods follows the
-   need first (seconds, no cold start); pods are added when they are full, and past the floor
-   pods run full pools (a pod costs the same with 1 or 4 browsers; the spare ones are headroom).
+5. Shape: the fewest pods that hold the requirement, each running every browser that fits
+   (``full_pools``: a pod costs the same with 1 or 4 browsers, and a browser already up takes a
+   job without waiting for a resize). Without it the pool inside the floor pods follows the need.
    Removed pods are the idlest (``deletion_costs``) and drain, so scaling down early loses nothing.
 6. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
    first message wakes the pool. An unreadable queue keeps the current size, never zero.

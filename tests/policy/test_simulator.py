@@ -340,3 +340,21 @@ def test_cli_suite_prints_per_shape_and_plots(
 def test_cli_suite_rejects_a_zero_count(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--suite", "0"]) == 2
     assert "--suite" in capsys.readouterr().err
+
+
+def test_our_side_reads_only_pods_not_terminating() -> None:
+    """As scaling.observe: a draining pod's renders are in the count, not in busy or completed."""
+    cluster = make_farm(2, queued=0)
+    jobs = [workload.Job(arrival=0.0, render_s=r) for r in (3.0, 3.0, 3.0, 10.0)]
+    cluster.step(0.0, arrivals=jobs)
+    assert cluster.busy_seen(0.5) == 4
+    draining = next(pod for pod in cluster.pods if any(s.job for s in pod.slots))
+    cluster.drain([draining.name], now=0.5)
+    assert cluster.approximate_count(0.5) == 4
+    assert cluster.busy_seen(0.5) == 4 - draining.busy(0.5)
+    for t in range(1, 12):
+        cluster.step(float(t), arrivals=[])
+    count, seconds = cluster.read_renders(12.0)
+    assert count == sum(1 for job in jobs if job.start is not None) - draining.busy(0.5)
+    assert cluster.read_renders(12.0) == (0, 0.0)  # each render is read once
+    assert count == 0 or seconds > 0
