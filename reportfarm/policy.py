@@ -386,7 +386,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     render_s = observation.mean_render_s or state.render_s
     growth, trend, arrivals = _trend(observation, spec, state=state, render_s=render_s)
     average = _steady_average(
-        observation, spec, state=state, render_s=render_s, arrivals=arrivals if growth > 0 else None
+        observation, spec, state=state, render_s=render_s, arrivals=arrivals, rising=growth > 0
     )
     state = dataclasses.replace(
         state,
@@ -503,19 +503,23 @@ def _steady_average(
     state: State,
     render_s: float | None,
     arrivals: float | None,
+    rising: bool,
 ) -> float | None:
     """The moving average of the steady concurrency: the busy browsers while no backlog waits.
     While a backlog waits, the browsers are busy draining it, which is not a rate: the average
-    is held, unless the depth grows for ``sustained_s`` (``arrivals`` given): the stream itself
-    grew, and its concurrency (``_arrival_concurrency``) is the sample. Held while blind."""
+    is held, unless the depth grows for ``sustained_s`` (``rising`` and ``arrivals`` given): the
+    stream itself grew, and its concurrency (``_arrival_concurrency``) is the sample. Without a
+    backlog, with the completions counted, the sample is the lesser of the busy browsers and the
+    stream: the browsers still finishing a drained batch are not a rate. Held while blind."""
     busy = observation.busy_browsers
     if busy is None:
         return state.busy_average
     waiting = max(0, (observation.queue_depth or 0) - busy)
     backlogged = waiting * (render_s or spec.default_render_s) > spec.target_wait_s
     if not backlogged:
-        sample = float(busy)
-    elif arrivals is None or state.busy_average is None:  # a batch landing: not a rate
+        counted = observation.completed is not None and arrivals is not None
+        sample = min(float(busy), arrivals) if counted and arrivals is not None else float(busy)
+    elif not rising or arrivals is None or state.busy_average is None:  # draining, or a batch
         return state.busy_average if state.busy_average is not None else float(busy)
     else:
         sample = arrivals
