@@ -10,11 +10,16 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
 1. Steady: the arrival stream's concurrency (rate x render time), measured as a moving average of
    the busy browsers while the queue holds no backlog (a backlog's drain is not a rate), over the
    target utilization. Only this part is held by the scale-down window: it comes back, a drained
-   backlog does not.
+   backlog does not. The stream is also read directly: completions per second (the renderers'
+   counters) plus the depth's change. A growth seen at every decision for ``sustained_s`` is a
+   higher rate and moves the average during a backlog; a batch landing does not. Above the
+   average, the stream is sized for now but not held (``follow_arrivals``).
 2. Backlog: the browsers that drain the waiting jobs within the accepted wait
    (``waiting * render_s / target_wait_s``), per lane. Pods are only started for the part of the
    backlog the ready pods (at full pools) cannot clear before a new pod would be ready
-   (``pod_start_s``): a pod that arrives after the backlog is gone only costs.
+   (``pod_start_s``): a pod that arrives after the backlog is gone only costs. A depth that grew
+   at two decisions in a row is projected over the pod start (``project_growth``), and a pod
+   still starting is not cancelled while the backlog it was started for still waits.
 3. Blind (busy browsers unknown: metrics unreadable): the need comes from what is known, the queue
    depth and its trend, and the last known (else configured) render time:
    ``depth * render_s / (target_wait_s + render_s)`` plus the depth's growth, never from the
@@ -22,9 +27,9 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
    wider ``blind_tolerance`` band.
 4. Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
    holds the need plus the tolerance band (and one spare browser), so noise does not flap.
-5. Shape: the fewest pods that hold the requirement. The pool inside the floor pods follows the
-   need first (seconds, no cold start); pods are added when they are full, and past the floor
-   pods run full pools (a pod costs the same with 1 or 4 browsers; the spare ones are headroom).
+5. Shape: the fewest pods that hold the requirement, each running every browser that fits
+   (``full_pools``: a pod costs the same with 1 or 4 browsers, and a browser already up takes a
+   job without waiting for a resize). Without it the pool inside the floor pods follows the need.
    Removed pods are the idlest (``deletion_costs``) and drain, so scaling down early loses nothing.
 6. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
    first message wakes the pool. An unreadable queue keeps the current size, never zero.
@@ -112,10 +117,10 @@ class PoolSpec:
     """A depth that grew at two decisions in a row is projected over ``pod_start_s``: pods are
     started for the backlog they will find when ready, not only the one waiting now."""
     follow_arrivals: bool = True
-    """While a backlog drains, size for the arrival stream it reveals (completions plus the
-    depth's change), not only for the steady estimate from before it. Faster on a sustained jump
-    (p95 ~1.6x lower on the suite's jumps), dearer while a batch is still being submitted
-    (month-end ~4 % more pod-seconds): the knob between the two."""
+    """Size for the arrival stream the renderers' completions and the depth's change reveal
+    (while a backlog drains too), not only for the smoothed steady estimate. Faster on sustained
+    jumps, cliffs and wakes, dearer while a batch is still being submitted (month-end: a few %
+    more pod-seconds): the knob between the two."""
     full_pools: bool = True
     """Running pods run every browser that fits: a pod costs the same with 1 or all of them, and
     a browser already up takes a job at once, where a resize takes a tick and a Chromium start.
@@ -381,7 +386,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     render_s = observation.mean_render_s or state.render_s
     growth, trend, arrivals = _trend(observation, spec, state=state, render_s=render_s)
     average = _steady_average(
-        observation, spec, state=state, render_s=render_s, arrivals=arrivals if growth > 0 else None
+        observation, spec, state=state, render_s=render_s, arrivals=arrivals, rising=growth > 0
     )
     state = dataclasses.replace(
         state,
@@ -498,19 +503,23 @@ def _steady_average(
     state: State,
     render_s: float | None,
     arrivals: float | None,
+    rising: bool,
 ) -> float | None:
     """The moving average of the steady concurrency: the busy browsers while no backlog waits.
     While a backlog waits, the browsers are busy draining it, which is not a rate: the average
-    is held, unless the depth grows for ``sustained_s`` (``arrivals`` given): the stream itself
-    grew, and its concurrency (``_arrival_concurrency``) is the sample. Held while blind."""
+    is held, unless the depth grows for ``sustained_s`` (``rising`` and ``arrivals`` given): the
+    stream itself grew, and its concurrency (``_arrival_concurrency``) is the sample. Without a
+    backlog, with the completions counted, the sample is the lesser of the busy browsers and the
+    stream: the browsers still finishing a drained batch are not a rate. Held while blind."""
     busy = observation.busy_browsers
     if busy is None:
         return state.busy_average
     waiting = max(0, (observation.queue_depth or 0) - busy)
     backlogged = waiting * (render_s or spec.default_render_s) > spec.target_wait_s
     if not backlogged:
-        sample = float(busy)
-    elif arrivals is None or state.busy_average is None:  # a batch landing: not a rate
+        counted = observation.completed is not None and arrivals is not None
+        sample = min(float(busy), arrivals) if counted and arrivals is not None else float(busy)
+    elif not rising or arrivals is None or state.busy_average is None:  # draining, or a batch
         return state.busy_average if state.busy_average is not None else float(busy)
     else:
         sample = arrivals
@@ -550,12 +559,15 @@ def _follow_arrivals(
     growth: float,
     render_s: float | None,
 ) -> int:
-    """The backlog browsers, raised to what the arrival stream seen during a backlog needs above
-    the steady estimate: needed now, not held by the window (it may be a batch still being
-    submitted, which stops). While the depth falls, only with ``follow_arrivals``."""
+    """The backlog browsers, raised to what the arrival stream needs above the steady estimate:
+    needed now, not held by the window (it may be a batch still being submitted, which stops).
+    Always when the renderers' completion counts are known (then a one-tick spike of busy
+    browsers is not an arrival); from ``busy / render_s`` only during a backlog, and while the
+    depth falls only with ``follow_arrivals``."""
     depth, busy = observation.queue_depth or 0, observation.busy_browsers or 0
     backlogged = max(0, depth - busy) * (render_s or spec.default_render_s) > spec.target_wait_s
-    follow = backlogged and (growth > 0 or spec.follow_arrivals)
+    counted = observation.completed is not None and spec.follow_arrivals
+    follow = counted or (backlogged and (growth > 0 or spec.follow_arrivals))
     if not follow or arrivals is None or average is None or arrivals <= average:
         return backlog
     steady_now, backlog_now = _needs(

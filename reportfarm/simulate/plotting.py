@@ -107,6 +107,7 @@ def plot_suite(rows: list[dict[str, Any]], *, path: pathlib.Path) -> None:
     cmap = pyplot.get_cmap("tab10")
     for number, shape in enumerate(shapes_seen):
         mine = [r for r in rows if r["shape"] == shape and r["p95_ratio"] and r["cost_ratio"]]
+        label: str | None = shape
         for hollow in (False, True):
             picked = [r for r in mine if r["both_fast"] is hollow]
             if not picked:
@@ -115,11 +116,12 @@ def plot_suite(rows: list[dict[str, Any]], *, path: pathlib.Path) -> None:
                 [r["cost_ratio"] for r in picked],
                 [max(r["p95_ratio"], 0.01) for r in picked],
                 s=22,
-                label=None if hollow else shape,
+                label=label,
                 facecolors="none" if hollow else cmap(number),
                 edgecolors=cmap(number),
                 alpha=0.8,
             )
+            label = None
     axis.axhline(1.1, color="grey", linestyle="--", linewidth=0.8)
     axis.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
     axis.set_yscale("log")

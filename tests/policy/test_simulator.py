@@ -323,3 +323,38 @@ def test_cli_rejects_a_bad_blind_window(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         cli.main(["--blind", "30-10"])
     assert "FROM < TO" in capsys.readouterr().err
+
+
+def test_cli_suite_prints_per_shape_and_plots(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    plot = tmp_path / "suite.png"
+    code = cli.main(["--suite", "3", "--phases", "1", "--json", "--plot", str(plot)])
+    document = json.loads(capsys.readouterr().out)
+    assert [row["index"] for row in document["cases"]] == [0, 1, 2]
+    assert code == (0 if all(row["met"] for row in document["cases"]) else 1)
+    assert sum(entry["cases"] for entry in document["by_shape"].values()) == 3
+    assert plot.stat().st_size > 0
+
+
+def test_cli_suite_rejects_a_zero_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--suite", "0"]) == 2
+    assert "--suite" in capsys.readouterr().err
+
+
+def test_our_side_reads_only_pods_not_terminating() -> None:
+    """As scaling.observe: a draining pod's renders are in the count, not in busy or completed."""
+    cluster = make_farm(2, queued=0)
+    jobs = [workload.Job(arrival=0.0, render_s=r) for r in (3.0, 3.0, 3.0, 10.0)]
+    cluster.step(0.0, arrivals=jobs)
+    assert cluster.busy_seen(0.5) == 4
+    draining = next(pod for pod in cluster.pods if any(s.job for s in pod.slots))
+    cluster.drain([draining.name], now=0.5)
+    assert cluster.approximate_count(0.5) == 4
+    assert cluster.busy_seen(0.5) == 4 - draining.busy(0.5)
+    for t in range(1, 12):
+        cluster.step(float(t), arrivals=[])
+    count, seconds = cluster.read_renders(12.0)
+    assert count == sum(1 for job in jobs if job.start is not None) - draining.busy(0.5)
+    assert cluster.read_renders(12.0) == (0, 0.0)  # each render is read once
+    assert count == 0 or seconds > 0
