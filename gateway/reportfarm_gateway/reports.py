@@ -119,7 +119,11 @@ async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.S
         )
         if isinstance(checked, checking.Refusal):
             return problem(checked.status, checked.detail)
-        await check_callback(request, checked.callback_url, tenant)
+        if (
+            await check_callback(request, checked.callback_url, tenant)
+            != checked.note["callback_url"]
+        ):
+            raise BadRequest("callback_url must be an http(s) URL of at most 2048 characters")
     except BadRequest as error:
         return problem(400, str(error))
     answer = await backpressure(request, "interactive")
