@@ -51,7 +51,8 @@ class CheckedReport:
     files: Mapping[str, bytes] | None
     wait_s: float
     callback_url: str | None
-    """As given: the gateway checks it against the network policy (I/O) before writing."""
+    """As given: the gateway checks it against the network policy (I/O) before writing; the job
+    carries it when it is an http(s) URL (the policy refuses any other)."""
     note: dict[str, Any]
     """The gateway's note of the job: owner, template, lane, callback, and ``digest``, of the
     body's canonical JSON (an Idempotency-Key reused with another body is a 422)."""
@@ -98,6 +99,8 @@ def check_report(
     callback_url = body.get("callback_url")
     if callback_url is not None and (not isinstance(callback_url, str) or len(callback_url) > 2048):
         raise BadRequest("callback_url must be an http(s) URL of at most 2048 characters")
+    if callback_url is not None and not callback_url.startswith(("https://", "http://")):
+        callback_url = None  # the gateway's network policy refuses it (and says so) first
     finish = finish_options(body.get("finish"))
     files = job_files(body.get("files"))
     job = encoding.build(
@@ -127,7 +130,7 @@ def check_report(
         job=encoding.encode(job),
         files=files,
         wait_s=wait_s,
-        callback_url=callback_url,
+        callback_url=body.get("callback_url"),
         note=note,
         keyed=key is not None,
     )

@@ -17,6 +17,7 @@ import concurrent.futures
 import functools
 import logging
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -26,6 +27,15 @@ from reportfarm_gateway import checking
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+
+WORKER_NICENESS = 10
+"""Workers run at a lower CPU priority than the gateway's process: on a small machine, a worker
+busy with a large body never takes the CPU the event loop needs to answer."""
+
+
+def _yield_to_the_loop() -> None:
+    os.nice(WORKER_NICENESS)
 
 
 class Offloader:
@@ -40,7 +50,9 @@ class Offloader:
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         # spawn: a fresh interpreter, nothing of the gateway's loop, threads or sockets inherited.
         context = multiprocessing.get_context("spawn")
-        return concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=context)
+        return concurrent.futures.ProcessPoolExecutor(
+            self.workers, mp_context=context, initializer=_yield_to_the_loop
+        )
 
     def start(self) -> None:
         """Start every worker now, its modules imported (not paid by a request)."""

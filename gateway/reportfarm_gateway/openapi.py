@@ -45,11 +45,9 @@ _TOO_LARGE = (
 
 
 def _bad_request(description: str) -> dict[str, Any]:
-    """A 400: JSON from the handlers, or plain text from the HTTP parser (a request line or
-    header past its size limit)."""
-    response = _error(description)
-    response["content"]["text/plain"] = {"schema": {"type": "string"}}
-    return response
+    """A 400: JSON, from the handlers and from the HTTP parser (a request line or header past
+    its size limit: reportfarm_gateway.protocol)."""
+    return _error(description)
 
 
 _PDF_RESPONSE: dict[str, Any] = {
@@ -367,9 +365,9 @@ def _report_paths() -> dict[str, Any]:
                     ),
                     "413": _error(_TOO_LARGE),
                     "422": _json(
-                        _ref("ReportStatus"),
-                        "The job failed within wait_s; or (an error) the Idempotency-Key was "
-                        "used with another body.",
+                        {"anyOf": [_ref("ReportStatus"), _ref("Error")]},
+                        "The job failed within wait_s (its status); or the Idempotency-Key was "
+                        "used with another body (an error).",
                     ),
                     **_BODY_ERRORS,
                     "503": _error(

@@ -3,10 +3,13 @@
 ``POST /v1/reports`` ``{"template", "data", "wait_s"?, "pdf"?, "callback_url"?}`` sends one job
 on the interactive lane and waits up to ``wait_s`` for its result record: 200 with the PDF when it
 is ready in time, 422 when the job failed in time, else 202 with ``Location: /v1/reports/{id}``.
-An ``Idempotency-Key`` header makes the job id (per tenant): the same key again sends nothing new.
+An ``Idempotency-Key`` header makes the job id (per tenant): the same key again sends nothing new,
+with another body it is a 422 (the first request's note, created by a conditional write, owns it).
+The body is checked in its stored form by a worker process (reportfarm_gateway.checking).
 
 ``GET /v1/reports/{id}`` is the job's state as JSON; ``/pdf`` (or ``?format=pdf``) is its PDF.
-Batch items are reports too, under their job ids (``<batch id>-<index:06d>``).
+Batch items are reports too, under their job ids (``<batch id>-<index:06d>``, the tenant's batch
+id: reportfarm_gateway.tenancy). Another tenant's job and no job are the same 404.
 """
 
 from __future__ import annotations
@@ -119,7 +122,11 @@ async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.S
         )
         if isinstance(checked, checking.Refusal):
             return problem(checked.status, checked.detail)
-        await check_callback(request, checked.callback_url, tenant)
+        if (
+            await check_callback(request, checked.callback_url, tenant)
+            != checked.note["callback_url"]
+        ):
+            raise BadRequest("callback_url must be an http(s) URL of at most 2048 characters")
     except BadRequest as error:
         return problem(400, str(error))
     answer = await backpressure(request, "interactive")
