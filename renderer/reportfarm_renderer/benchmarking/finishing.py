@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import datetime
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -31,8 +32,19 @@ from reportfarm_renderer.benchmarking.documents import Document
 from reportfarm_renderer.finishing import signing, throwaway, watermark
 from reportfarm_renderer.settings import RendererSettings
 
-RULES = RendererSettings.from_env().en16931_xslt
-"""EN 16931's rules, as the renderer is set (the Factur-X row checks its invoice with them)."""
+
+def _rules() -> Path | None:
+    """EN 16931's rules as the renderer is set, else where ``scripts/en16931/install.sh`` puts
+    them; None: the ``facturx`` row is not measured (a renderer without them refuses invoices)."""
+    given = RendererSettings.from_env().en16931_xslt
+    if given is not None:
+        return given
+    cache = Path(os.environ.get("REPORTFARM_CACHE") or Path.home() / ".cache" / "reportfarm")
+    found = sorted((cache / "en16931").glob("*/EN16931-CII-validation.xslt"))
+    return found[-1] if found else None
+
+
+RULES = _rules()
 
 INVOICE_XML = Path(__file__).resolve().parents[3] / "examples" / "data" / "invoice.factur-x.xml"
 """The example invoice's Factur-X XML: the ``facturx`` row is measured on the invoice only."""
@@ -56,7 +68,7 @@ def _metadata(document: Document) -> finishing.Metadata:
 
 
 def _facturx(document: Document) -> tuple[finishing.Finish, dict[str, bytes]] | None:
-    if document.template != "invoice" or not INVOICE_XML.exists():
+    if document.template != "invoice" or not INVOICE_XML.exists() or RULES is None:
         return None
     blob = finishing.attachment_blob(JOB, finishing.FACTURX_XML_NAME)
     finish = finishing.Finish(
