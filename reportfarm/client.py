@@ -224,25 +224,26 @@ class ReportFarmClient:
         batch_id = contract.validate_batch_id(batch_id or contract.new_job_id())
         if not 0 < len(items) <= contract.BATCH_ITEMS_MAX:
             raise contract.ContractError(f"a batch has 1 to {contract.BATCH_ITEMS_MAX} items")
-        jobs = []
+        jobs, encoded = [], []
         for index, item in enumerate(items):
-            job = encoding.build(
-                dataclasses.replace(
-                    item,
-                    job_id=None,
-                    batch_id=batch_id,
-                    item_index=index,
-                    tenant=tenant,
-                    lane=lane,
-                    callback_url=callback_url,
-                )
+            itemized = dataclasses.replace(
+                item,
+                job_id=None,
+                batch_id=batch_id,
+                item_index=index,
+                tenant=tenant,
+                lane=lane,
+                callback_url=callback_url,
             )
-            jobs.append(job)
+            try:
+                jobs.append(encoding.build(itemized))
+                encoded.append(encoding.encode(jobs[-1]))
+            except contract.ContractError as error:
+                raise contract.ContractError(f"item {index}: {error}") from None
         lines = [
             batches.item_line(_item_body(job, item.files))
             for job, item in zip(jobs, items, strict=True)
         ]
-        encoded = [encoding.encode(job) for job in jobs]
         manifest = contract.BatchManifest(
             batch_id=batch_id,
             count=len(jobs),

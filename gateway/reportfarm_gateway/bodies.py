@@ -29,7 +29,8 @@ CHUNK_BYTES = 256 * 1024
 
 
 class BodyError(Exception):
-    """A body the gateway refuses; ``status`` is the HTTP answer (400, 408, 413, 415 or 503)."""
+    """A body the gateway refuses; ``status`` is the HTTP answer (400, 408, 413, 415 or 503; 499
+    when the client left, counted as such and never sent)."""
 
     def __init__(
         self, status: int, detail: str, *, retry_after: int | None = None, unread: bool = False
@@ -133,6 +134,8 @@ async def received(
         except TimeoutError:
             detail = f"the body did not arrive within {budget.read_s:g} s"
             raise BodyError(408, detail, unread=True) from None
+        except ConnectionResetError:  # the client left mid-body: nobody to answer (as nginx)
+            raise BodyError(499, "the client closed its connection", unread=True) from None
         except (http_exceptions.HttpProcessingError, web_protocol.RequestPayloadError) as error:
             # e.g. Content-Encoding: gzip on a body that is not gzip
             cause = error.__cause__ if error.__cause__ is not None else error

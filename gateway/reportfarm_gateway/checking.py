@@ -296,11 +296,6 @@ def check_batch(
     items = [
         to_submission(item, index=index, template=template) for index, item in enumerate(raw_items)
     ]
-    for index, item in enumerate(items):  # every item valid before anything is sent
-        try:
-            encoding.build(item)
-        except contract.ContractError as error:
-            raise BadRequest(f"item {index}: {error}") from None
     return ReportFarmClient.prepare_batch(
         items,
         batch_id=batch_id,

@@ -109,7 +109,7 @@ async def test_a_tenant_that_stalls_and_floods_bodies_leaves_others_within_2x_of
     gateway: Gateway,
 ) -> None:
     await _latencies(gateway, 5)  # warm
-    idle = await _latencies(gateway, 40)
+    idle = await _latencies(gateway, 60)
     stalls = [await _stall(gateway, contract.MAX_DATA_BYTES) for _ in range(4)]
     stop = asyncio.Event()
     floods = [asyncio.create_task(_trickle(gateway, stop)) for _ in range(6)]
@@ -117,22 +117,27 @@ async def test_a_tenant_that_stalls_and_floods_bodies_leaves_others_within_2x_of
     try:
         budget = gateway.app[BODIES]
         assert budget.tenant_in_use("acme") > 0 and budget.tenant_in_use("globex") == 0
-        loaded = await _latencies(gateway, 40)
+        loaded = await _latencies(gateway, 60)
         acme_status, acme_body, _ = await post(gateway, "/v1/reports", report())
     finally:
         stop.set()
         await asyncio.gather(*floods)
         for writer, _ in stalls:
             writer.close()
+    # Idle again after: on a machine shared with other test runs, the load drifts; the bound is
+    # against the slower of the two idle phases.
+    after = await _latencies(gateway, 60)
+    baseline = max(p95(idle), p95(after))
     print(
         f"\nglobex POST /v1/reports: idle p50={statistics.median(idle) * 1e3:.1f} "
         f"p95={p95(idle) * 1e3:.1f} ms; with acme stalling 4x16 MiB and trickling 6x4 MiB: "
-        f"p50={statistics.median(loaded) * 1e3:.1f} p95={p95(loaded) * 1e3:.1f} ms"
+        f"p50={statistics.median(loaded) * 1e3:.1f} p95={p95(loaded) * 1e3:.1f} ms; idle after: "
+        f"p95={p95(after) * 1e3:.1f} ms"
     )
     # acme waits on its own share (and is refused when it stays full); globex does not notice.
     assert acme_status in (202, 503), acme_body
     # Below 20 ms a p95 is the noise of a loaded 2-core machine: the bound starts there.
-    assert p95(loaded) <= 2 * max(p95(idle), 0.02)
+    assert p95(loaded) <= 2 * max(baseline, 0.02)
 
 
 async def test_a_stalled_body_gets_408_at_its_deadline_and_gives_its_share_back(
