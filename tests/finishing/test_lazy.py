@@ -40,7 +40,12 @@ def test_the_renderer_starts_without_the_pdf_libraries(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout)
-    assert seen == {"before": [], "signer": None, "planned": ["metadata", "pdfua"], "after_plan": []}
+    assert seen == {
+        "before": [],
+        "signer": None,
+        "planned": ["metadata", "pdfua"],
+        "after_plan": [],
+    }
 
 
 def test_a_folder_of_another_shape_is_refused_before_anything_loads(tmp_path: Path) -> None:

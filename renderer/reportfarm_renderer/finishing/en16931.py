@@ -9,15 +9,20 @@ Applied to the profiles that are EN 16931 invoices (``basic``, ``en16931``, ``ex
 ``minimum`` and ``basicwl`` are not (no lines), and the rules do not apply to them. A failed rule
 of flag ``fatal`` fails the job with the rule's id and text; warnings are logged.
 
-The stylesheet is compiled once per process (~0.8 s, with the first invoice), then an invoice is
-checked in ~40 ms. Saxon's processor is not shared between threads: one check at a time.
+Saxon runs in a process of its own (one, spawned with the first invoice, kept for the next):
+saxonche is a GraalVM native image, and loaded into the renderer's process it left that process
+unable to print afterwards (a later print hung, or the process exited 0 in the middle of it;
+seen in ``reportfarm bench-finish``). The stylesheet is compiled once there (~0.8 s), then an
+invoice is checked in ~40 ms plus the hand-over. One check at a time.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import logging
+import multiprocessing
 import threading
 from pathlib import Path
 from typing import Any
@@ -58,12 +63,40 @@ def _compiled(xslt: Path) -> tuple[Any, Any]:
     return processor, executable
 
 
+def _transform(xml: str, xslt: str) -> tuple[bool, str]:
+    """In Saxon's process: (True, the SVRL report) or (False, why it could not run)."""
+    try:
+        processor, executable = _compiled(Path(xslt))
+        document = processor.parse_xml(xml_text=xml)
+        return True, str(executable.transform_to_string(xdm_node=document))
+    except FinishError as error:
+        return False, error.description
+    except Exception as error:  # Saxon's own errors do not cross a process boundary whole
+        return False, f"EN 16931's rules could not run: {type(error).__name__}: {error}"
+
+
+_SAXON: concurrent.futures.ProcessPoolExecutor | None = None
+
+
+def _report(xml: bytes, xslt: Path) -> str:
+    global _SAXON
+    with _LOCK:
+        if _SAXON is None:
+            spawn = multiprocessing.get_context("spawn")
+            _SAXON = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=spawn)
+        try:
+            ok, text = _SAXON.submit(_transform, xml.decode("utf-8"), str(xslt)).result()
+        except concurrent.futures.process.BrokenProcessPool:
+            _SAXON = None  # the next invoice starts a new one
+            raise FinishError("EN 16931's rules: the checking process died") from None
+    if not ok:
+        raise FinishError(text)
+    return text
+
+
 def failures(xml: bytes, xslt: Path) -> list[Failure]:
     """Every rule of ``xslt`` (an SVRL-producing schematron) that ``xml`` breaks."""
-    with _LOCK:
-        processor, executable = _compiled(xslt)
-        document = processor.parse_xml(xml_text=xml.decode("utf-8"))
-        report = executable.transform_to_string(xdm_node=document)
+    report = _report(xml, xslt)
     root = etree.fromstring(report.encode("utf-8"), _XML)
     found = []
     for failed in root.iter(f"{SVRL}failed-assert", f"{SVRL}successful-report"):
