@@ -7,8 +7,10 @@
   operator looking at the pool again within 15 s of the drain's end.
 
 The two nodes (``node.FIRST``, ``node.SECOND``) share the pods' bridge; they cannot run beside
-the one-node ``cluster`` of the other node tests (same bridge, same first node): run this module
-on its own. Figures are printed as one JSON line per test (``-s`` shows them).
+the one-node ``cluster`` of the other node tests (same bridge, same first node). In one run of
+the whole folder this module runs before any module that uses ``cluster`` (its name sorts before
+theirs, and ``cluster`` starts with the first test that asks for it), and its nodes are gone when
+it ends. Figures are printed as one JSON line per test (``-s`` shows them).
 """
 
 from __future__ import annotations
