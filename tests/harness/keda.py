@@ -22,6 +22,7 @@ metrics): nothing of the HPA is modelled.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import ipaddress
@@ -281,6 +282,13 @@ class Keda:
         return "\n\n".join(c.tail(lines) for c in self._components)
 
     def stop(self) -> None:
+        # Unregister the adapter first: an APIService left pointing at nothing makes every later
+        # discovery on this control plane (kubectl, helm, kopf) meet a group that answers 503.
+        with contextlib.suppress(Exception):
+            path = f"/apis/apiregistration.k8s.io/v1/apiservices/{APISERVICE}"
+            self.plane.request("DELETE", path)
+        with contextlib.suppress(Exception):
+            self.plane.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/services/{SERVICE}")
         while self._components:
             self._components.pop().stop()
         if not os.environ.get("REPORTFARM_KEEP_KUBE"):
