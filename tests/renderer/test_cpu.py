@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -28,22 +30,26 @@ def burn_as(name: str) -> None:
     ],
 )
 def test_a_live_child_counts_under_its_component(program: str, component: str) -> None:
-    child = subprocess.Popen(
-        ["bash", "-c", f'exec -a "{program}" "{sys.executable}" -c "$BURN"; sleep 30'],
+    # the child runs under a parent of its own, and only that parent's tree is sampled: other
+    # tests' processes still alive under pytest (a Playwright driver, an Azurite) are not its
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])"]
+        + ["bash", "-c", f'exec -a "{program}" "{sys.executable}" -c "$BURN"; sleep 30'],
         env={"BURN": BURN + "\nimport time; time.sleep(30)"},
+        start_new_session=True,
     )
     try:
-        before = cpu.sample()
-        while cpu.spent(before, cpu.sample())[component] < 0.3:
-            assert child.poll() is None, "the child ended before it burned its CPU"
-        others = {name: value for name, value in cpu.spent(before, cpu.sample()).items()}
+        before = cpu.sample(parent.pid)
+        while cpu.spent(before, cpu.sample(parent.pid))[component] < 0.3:
+            assert parent.poll() is None, "the child ended before it burned its CPU"
+        others = cpu.spent(before, cpu.sample(parent.pid))
         assert others[component] >= 0.3
         for name in cpu.COMPONENTS:
             if name not in (component, "python"):
                 assert others[name] < 0.3, others
     finally:
-        child.kill()
-        child.wait()
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
 
 
 def test_this_process_does_not_count_the_children_it_reaped() -> None:
