@@ -32,9 +32,10 @@ def burn_as(name: str) -> None:
 def test_a_live_child_counts_under_its_component(program: str, component: str) -> None:
     # the child runs under a parent of its own, and only that parent's tree is sampled: other
     # tests' processes still alive under pytest (a Playwright driver, an Azurite) are not its
+    run_child = "import subprocess, sys; subprocess.run(sys.argv[1:])"
+    child = f'exec -a "{program}" "{sys.executable}" -c "$BURN"; sleep 30'
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])"]
-        + ["bash", "-c", f'exec -a "{program}" "{sys.executable}" -c "$BURN"; sleep 30'],
+        [sys.executable, "-c", run_child, "bash", "-c", child],
         env={"BURN": BURN + "\nimport time; time.sleep(30)"},
         start_new_session=True,
     )
