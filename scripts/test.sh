@@ -23,26 +23,29 @@ step() {
   echo "== $name: done in $((SECONDS - start)) s"
 }
 
-# The Kubernetes binaries: instant when cached; else a build (~9 min on 2 cores), or a wait for
-# another build of them (a lock), with a line every minute so the wait is never silent.
-kube_build() {
-  local log pid minutes=0
+# built NAME SCRIPT [ARGS...]: a build that caches its result outside the repo (instant when
+# cached), run in the background with a line every minute, so a cold build or a wait for another
+# build's lock is never silent. On success BUILT holds the last line of its stdout (where the
+# result is); on failure the end of its output is shown and the status is non-zero.
+BUILT=""
+built() {
+  local name="$1" log pid minutes=0
+  shift
   log="$(mktemp)"
-  echo "   cached in ${REPORTFARM_CACHE:-~/.cache/reportfarm}/kube; a first build takes ~9 min on 2 cores,"
-  echo "   and waits first if another build holds its lock"
-  bash scripts/kube/build.sh >"$log" 2>&1 &
+  bash "$@" >"$log" 2>&1 &
   pid=$!
   while ! wait_for "$pid" 60; do
     minutes=$((minutes + 1))
-    echo "   Kubernetes binaries, ${minutes} min: $(tail -n 1 "$log" | grep . || echo "waiting for the lock another build holds")"
+    echo "   ${name}, ${minutes} min: $(tail -n 1 "$log" | cut -c1-120 | grep . || echo "waiting for another build's lock")"
   done
-  if ! wait "$pid"; then
-    cat "$log"
+  if wait "$pid"; then
+    BUILT="$(tail -n 1 "$log")"
     rm -f "$log"
-    return 1
+    return 0
   fi
-  echo "   binaries in $(tail -n 1 "$log")"
+  tail -n 40 "$log"
   rm -f "$log"
+  return 1
 }
 
 # wait_for PID SECONDS: true once PID has exited, false if it still runs after SECONDS.
@@ -55,32 +58,28 @@ wait_for() {
   ! kill -0 "$1" 2>/dev/null
 }
 
+# The Kubernetes binaries of the test control plane (~9 min cold on 2 cores). The tests need them.
+kube_build() {
+  echo "   cached in ${REPORTFARM_CACHE:-~/.cache/reportfarm}/kube; a first build takes ~9 min on 2 cores"
+  built "Kubernetes binaries" scripts/kube/build.sh
+  echo "   binaries in $BUILT"
+}
+
 if [ -x scripts/kube/build.sh ]; then
   step "Kubernetes test binaries" kube_build
 fi
 
 # Gotenberg for the side by side benchmark's test (tests/renderer/test_bench_gotenberg.py): the
 # newest version the Go module proxy serves, or GOTENBERG_SRC (a source checkout: its newest
-# release tag), built once into ${REPORTFARM_CACHE:-~/.cache/reportfarm}/gotenberg (~5 min cold on
-# 2 cores, instant when cached). A failed build does not stop the suite: that test then says why
-# it skips.
+# release tag), built once (~5 min cold on 2 cores). A failed build does not stop the suite: that
+# test then says why it skips.
 gotenberg_build() {
-  local log pid minutes=0
-  log="$(mktemp)"
-  bash scripts/gotenberg/build.sh >"$log" 2>&1 &
-  pid=$!
-  while ! wait_for "$pid" 60; do
-    minutes=$((minutes + 1))
-    echo "   Gotenberg, ${minutes} min: $(tail -n 1 "$log")"
-  done
-  if wait "$pid"; then
-    export REPORTFARM_GOTENBERG_BIN="$(tail -n 1 "$log")/gotenberg"
-    echo "   $(grep -m 1 'source:' "$log" | sed 's/^\[gotenberg-build\] //'); binary: $REPORTFARM_GOTENBERG_BIN"
+  if built Gotenberg scripts/gotenberg/build.sh; then
+    export REPORTFARM_GOTENBERG_BIN="$BUILT/gotenberg"
+    echo "   Gotenberg $(cat "$BUILT/VERSION" 2>/dev/null); binary: $REPORTFARM_GOTENBERG_BIN"
   else
-    echo "   Gotenberg build failed (its test will skip):"
-    tail -n 20 "$log"
+    echo "   Gotenberg build failed (its test will skip)"
   fi
-  rm -f "$log"
 }
 
 if [ -x scripts/gotenberg/build.sh ]; then
@@ -88,26 +87,16 @@ if [ -x scripts/gotenberg/build.sh ]; then
 fi
 
 # KEDA (operator + metrics adapter) for the side by side with the real KEDA and HPA
-# (tests/kube/test_keda.py): built once from the Go module proxy into
-# ${REPORTFARM_CACHE:-~/.cache/reportfarm}/keda (~10 min cold on 2 cores with Go 1.27.4 fetched
-# by GOTOOLCHAIN, instant when cached). A failed build fails those tests, with the build's output.
+# (tests/kube/test_keda.py, tests/node/test_keda_side_by_side.py), built once from the Go module
+# proxy (~10 min cold on 2 cores, Go 1.27.4 fetched by GOTOOLCHAIN). A failed build fails those
+# tests, with the build's output.
 keda_build() {
-  local log pid minutes=0
-  log="$(mktemp)"
-  bash scripts/keda/build.sh >"$log" 2>&1 &
-  pid=$!
-  while ! wait_for "$pid" 60; do
-    minutes=$((minutes + 1))
-    echo "   KEDA, ${minutes} min: $(tail -n 1 "$log" | cut -c1-120)"
-  done
-  if wait "$pid"; then
-    export REPORTFARM_KEDA_BIN="$(tail -n 1 "$log")"
+  if built KEDA scripts/keda/build.sh; then
+    export REPORTFARM_KEDA_BIN="$BUILT"
     echo "   binaries in $REPORTFARM_KEDA_BIN"
   else
-    echo "   KEDA build failed (its tests will fail and show this again):"
-    tail -n 20 "$log"
+    echo "   KEDA build failed (its tests will fail and show this again)"
   fi
-  rm -f "$log"
 }
 
 if [ -x scripts/keda/build.sh ]; then
