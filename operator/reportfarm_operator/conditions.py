@@ -28,12 +28,9 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from reportfarm_operator import validation
-
-if TYPE_CHECKING:
-    from reportfarm_operator.reporting import Seen
+from reportfarm_operator import findings, specs
 
 TYPES = ("Ready", "QueueReachable", "MetricsReadable", "PodsRunning", "Scaling", "SpecValid")
 _MAX_MESSAGE = 1000
@@ -51,7 +48,11 @@ def timestamp(now: float) -> str:
 
 
 def conditions(
-    seen: Seen, *, previous: Sequence[Mapping[str, Any]], now: float, generation: int | None
+    seen: findings.Seen,
+    *,
+    previous: Sequence[Mapping[str, Any]],
+    now: float,
+    generation: int | None,
 ) -> list[dict[str, Any]]:
     values = {
         "Ready": _ready(seen),
@@ -66,7 +67,7 @@ def conditions(
 
 
 def invalid(
-    error: validation.SpecError,
+    error: specs.SpecError,
     *,
     previous: Sequence[Mapping[str, Any]],
     now: float,
@@ -110,7 +111,7 @@ def transitions(
             yield "Normal", kind, message
 
 
-def _ready(seen: Seen) -> Value:
+def _ready(seen: findings.Seen) -> Value:
     wanted, ready = seen.decision.replicas, seen.ready_replicas
     if seen.queue.error is not None:
         return False, "QueueUnreadable", f"{ready}/{wanted} pods ready; the queue is unreadable"
@@ -119,7 +120,7 @@ def _ready(seen: Seen) -> Value:
     return ready > 0, "PodsReady" if ready else "PodsNotReady", f"{ready}/{wanted} pods ready"
 
 
-def _queue(seen: Seen) -> Value:
+def _queue(seen: findings.Seen) -> Value:
     reading = seen.queue
     if reading.error is not None:
         return False, "QueueUnreadable", f"keeping the current size: {reading.error}"
@@ -135,7 +136,7 @@ def _queue(seen: Seen) -> Value:
     return True, "QueueRead", text
 
 
-def _metrics(seen: Seen) -> Value:
+def _metrics(seen: findings.Seen) -> Value:
     silent = seen.silent
     if silent:
         return (
@@ -165,7 +166,7 @@ def grouped(reasons: Mapping[str, str]) -> str:
     return "; ".join(parts)
 
 
-def _pods(seen: Seen) -> Value:
+def _pods(seen: findings.Seen) -> Value:
     stuck = [pod for pod in seen.pods if pod.stuck_reason]
     if stuck:
         first = stuck[0]
@@ -183,7 +184,7 @@ def _pods(seen: Seen) -> Value:
     return True, "AllRunning", f"{len(seen.pods)} pods running"
 
 
-def _scaling(seen: Seen) -> Value:
+def _scaling(seen: findings.Seen) -> Value:
     decision = seen.decision
     wanted, ready, exist = decision.replicas, seen.ready_replicas, seen.deployment_replicas
     pods = f"{ready}/{wanted} pods ready"
@@ -204,13 +205,13 @@ def _scaling(seen: Seen) -> Value:
     return False, "Stable", f"{wanted} pods x {want} browsers, as reported by the pods"
 
 
-def _spec(problems: Sequence[validation.Problem]) -> Value:
+def _spec(problems: Sequence[specs.Problem]) -> Value:
     if problems:
         return False, "SpecAdjusted", "; ".join(map(str, problems))[:_MAX_MESSAGE]
     return True, "SpecUsable", "the spec is used as written"
 
 
-def _degraded(seen: Seen, values: Mapping[str, Value]) -> Value:
+def _degraded(seen: findings.Seen, values: Mapping[str, Value]) -> Value:
     """Every active reason, most pressing first."""
     pods_running = values["PodsRunning"]
     active: list[tuple[str, str]] = []
@@ -228,7 +229,7 @@ def _degraded(seen: Seen, values: Mapping[str, Value]) -> Value:
     return True, reasons, "; ".join(message for _, message in active)[:_MAX_MESSAGE]
 
 
-def resize_failure(seen: Seen) -> str:
+def resize_failure(seen: findings.Seen) -> str:
     """The failed resizes in one clause, each reason once: ``resize failed (why: pod, pod)``."""
     reasons = {}
     for text in seen.resize_errors:  # ``pod: reason``

@@ -22,7 +22,7 @@ from typing import Any
 
 import kopf
 
-from reportfarm_operator import reconciling, ticking, validation
+from reportfarm_operator import reconciling, specs, ticking
 from reportfarm_operator.runtime import Runtime, open_runtime
 from reportfarm_operator.settings import OperatorSettings
 from reportfarm_operator.specs import GROUP, PLURAL, VERSION
@@ -122,8 +122,8 @@ def _latest(index: kopf.Index[Any, Any]) -> list[dict[str, Any]]:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     try:
-        spec = validation.parse(body.spec)
-    except validation.SpecError as error:
+        spec = specs.parse(body.spec)
+    except specs.SpecError as error:
         # Not retried until the spec changes (kopf posts it as an Error Event on the pool); the
         # scaling loop reports it in the status, with a Warning Event naming the field.
         raise kopf.PermanentError(f"invalid spec: {error}") from error

@@ -19,7 +19,7 @@ from typing import Any
 
 from reportfarm import policy
 from reportfarm_operator import conditions as conditioning
-from reportfarm_operator import observing, pods, validation
+from reportfarm_operator import findings, observing, specs
 
 MAX_PODS_IN_STATUS = 50
 """Pods listed one by one in the status (the rest are counted): a status stays small."""
@@ -35,53 +35,6 @@ class Event:
     message: str
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Seen:
-    """What one tick observed and did, as the status reports it."""
-
-    decision: policy.Decision
-    replicas_before: int
-    """The Deployment's spec.replicas before this tick (a change gets an Event)."""
-    deployment_replicas: int
-    """Pods the Deployment has (its status), before this tick's change."""
-    ready_replicas: int
-    pods: Sequence[pods.Pod]
-    loads: Mapping[str, observing.PodLoad | str]
-    """Per pod: what it reported on /metrics, or why it did not answer."""
-    queue: observing.QueueReading
-    queue_name: str
-    resized: Sequence[str] = ()
-    """Pods whose pool was resized to the decision's browsers per pod this tick."""
-    resize_errors: Sequence[str] = ()
-    """``pod: reason`` of each failed PUT /pool."""
-    spec_problems: Sequence[validation.Problem] = ()
-    """Non-fatal problems of the spec (adjusted values)."""
-
-    @property
-    def pool_sizes(self) -> list[int]:
-        return [load.size for load in self.loads.values() if isinstance(load, observing.PodLoad)]
-
-    @property
-    def silent(self) -> dict[str, str]:
-        """Ready pods whose /metrics could not be read, and why."""
-        return {
-            pod.name: load if isinstance(load, str) else "no pod IP"
-            for pod in self.pods
-            if pod.ready and not isinstance(load := self.loads.get(pod.name), observing.PodLoad)
-        }
-
-    @property
-    def running_browsers(self) -> int | None:
-        """Browsers the ready pods run, by their own word; None if a ready pod did not answer."""
-        if self.silent:
-            return None
-        return sum(
-            load.size
-            for pod in self.pods
-            if pod.ready and isinstance(load := self.loads.get(pod.name), observing.PodLoad)
-        )
-
-
 timestamp = conditioning.timestamp
 
 
@@ -90,7 +43,7 @@ def most_common(sizes: Sequence[int]) -> int | None:
 
 
 def status(
-    seen: Seen, *, previous: Mapping[str, Any], now: float, generation: int | None
+    seen: findings.Seen, *, previous: Mapping[str, Any], now: float, generation: int | None
 ) -> dict[str, Any]:
     """The status to write. None values delete a field (merge patch): "unknown"."""
     decision = seen.decision
@@ -148,7 +101,7 @@ def headline(
     return decision.reason.value, decision.message
 
 
-def pod_list(seen: Seen) -> list[dict[str, Any]]:
+def pod_list(seen: findings.Seen) -> list[dict[str, Any]]:
     listed = []
     for pod in seen.pods[:MAX_PODS_IN_STATUS]:
         load = seen.loads.get(pod.name)
@@ -165,7 +118,7 @@ def pod_list(seen: Seen) -> list[dict[str, Any]]:
 
 
 def invalid_status(
-    error: validation.SpecError,
+    error: specs.SpecError,
     *,
     previous: Mapping[str, Any],
     now: float,
@@ -182,7 +135,7 @@ def invalid_status(
 
 
 def events(
-    seen: Seen, *, previous: Mapping[str, Any], current: Sequence[Mapping[str, Any]]
+    seen: findings.Seen, *, previous: Mapping[str, Any], current: Sequence[Mapping[str, Any]]
 ) -> list[Event]:
     """Events for what this tick did, and for conditions that turned bad or good again
     (``current``: this tick's conditions)."""
@@ -217,7 +170,7 @@ def events(
     return found
 
 
-def invalid_events(error: validation.SpecError, *, previous: Mapping[str, Any]) -> list[Event]:
+def invalid_events(error: specs.SpecError, *, previous: Mapping[str, Any]) -> list[Event]:
     """One Warning per new wording of the problem (not one every tick)."""
     was = {str(c.get("type")): c for c in previous.get("conditions") or []}
     spec_valid = was.get("SpecValid", {})

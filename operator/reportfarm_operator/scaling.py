@@ -26,6 +26,7 @@ import kopf
 
 from reportfarm import policy
 from reportfarm_operator import (
+    findings,
     k8s,
     observing,
     pods,
@@ -33,7 +34,6 @@ from reportfarm_operator import (
     reporting,
     specs,
     throttling,
-    validation,
 )
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class Outcome:
     decision: policy.Decision | None
     status: dict[str, Any]
     events: list[reporting.Event]
-    seen: reporting.Seen | None
+    seen: findings.Seen | None
 
 
 def observe(
@@ -99,8 +99,8 @@ async def scale(
     previous = dict(body.status)
     generation = body.metadata.get("generation")
     try:
-        spec = validation.parse(body.spec)
-    except validation.SpecError as error:
+        spec = specs.parse(body.spec)
+    except specs.SpecError as error:
         return Outcome(
             decision=None,
             status=reporting.invalid_status(
@@ -148,7 +148,7 @@ async def scale(
     if decision.replicas != replicas:
         await kube.merge_patch(deployment_path, {"spec": {"replicas": decision.replicas}})
 
-    seen = reporting.Seen(
+    seen = findings.Seen(
         decision=decision,
         replicas_before=replicas,
         deployment_replicas=int(deployment.get("status", {}).get("replicas", 0)),
@@ -159,7 +159,7 @@ async def scale(
         queue_name=spec.queue.name,
         resized=resized,
         resize_errors=errors,
-        spec_problems=validation.problems(body.spec),
+        spec_problems=spec.adjustments,
     )
     status = reporting.status(seen, previous=previous, now=now, generation=generation)
     log_decision(body, observation=observation, decision=decision, previous=previous)

@@ -1,7 +1,12 @@
-"""A ReportPool's spec in plain units: names, labels, quantities and the policy's ``PoolSpec``.
+"""A ReportPool's spec, checked and typed in one pass: :func:`parse` is what every handler reads
+first, and everything after it (children, queue reads, scaling) takes the :class:`ReportPoolSpec`.
 
-Handlers read the raw spec once, through ``validation.parse``, into a :class:`ReportPoolSpec`;
-everything after that (children, queue reads, scaling) takes the typed object.
+What the operator cannot use is named by field. The CRD rejects all of it at the API server (CEL
+rules with ``quantity()``); the checks here are the operator's side of the same rules, for objects
+stored before the rules existed or with an older CRD installed. A fatal problem stops the pool's
+scaling (its size is kept) and is reported as ``SpecValid=False`` and a Warning Event naming the
+field; a non-fatal one is adjusted and carried on the typed spec (``adjustments``), reported the
+same way, so it is never silent.
 
 The defaults here mirror the CRD's (``crds/reportpools.reportfarm.io.yaml``; a test compares
 them), so an object stored before a default existed reads the same as a new one.
@@ -45,6 +50,27 @@ DEFAULTS: dict[str, Any] = {
 }
 """The CRD's defaults, as a spec fragment."""
 SECRET_KEY_DEFAULTS = {"connectionSecretRef": "connection-string", "adminTokenSecretRef": "token"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Something wrong in a spec, named by its field (``spec.browser.cpu``)."""
+
+    field: str
+    message: str
+    fatal: bool = True
+    """The operator cannot use the spec; otherwise it adjusts the value and says so."""
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class SpecError(ValueError):
+    """A spec the operator cannot use."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(map(str, problems)))
+        self.problems = problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +214,8 @@ class ReportPoolSpec:
     """The user's ConfigMap of templates; None: the pool's own (inline templates)."""
     inline_templates: dict[str, str]
     """Templates given in the spec (an owned ConfigMap); empty with a ConfigMap name."""
+    adjustments: tuple[Problem, ...] = ()
+    """What the operator adjusted to use the spec (non-fatal problems), said in its status."""
 
     @property
     def start_pool_size(self) -> int:
@@ -206,9 +234,32 @@ class ReportPoolSpec:
         return max(1, min(grace - 5, int(grace * 0.8)))
 
 
-def read(spec: Mapping[str, Any], pool_policy: policy.PoolSpec) -> ReportPoolSpec:
-    """The typed spec; ``validation.parse`` checks it first (and makes ``pool_policy``).
-    KeyError names a missing field (``queue.name``); ValueError says what else is wrong."""
+def parse(spec: Mapping[str, Any]) -> ReportPoolSpec:
+    """The spec, checked and typed, in one pass. SpecError names every field the operator cannot
+    use (also a field the CRD requires that is missing, as in an object stored without it)."""
+    fatal = [*_quantities(spec), *_bounds(spec)]
+    if fatal:
+        raise SpecError(fatal)
+    try:
+        pool_policy = pool_spec(spec)
+    except (ValueError, KeyError, TypeError) as error:  # a rule the checks here do not know
+        raise SpecError([Problem("spec", str(error))]) from error
+    try:
+        return _read(spec, pool_policy, adjustments=tuple(_fit(pool_policy)))
+    except KeyError as error:
+        raise SpecError([Problem(f"spec.{error.args[0]}", "is missing")]) from error
+    except (ValueError, TypeError) as error:
+        field, _, message = str(error).partition(": ")
+        if not message:
+            field, message = "", str(error)
+        raise SpecError([Problem(f"spec.{field}".rstrip("."), message)]) from error
+
+
+def _read(
+    spec: Mapping[str, Any], pool_policy: policy.PoolSpec, *, adjustments: tuple[Problem, ...]
+) -> ReportPoolSpec:
+    """The typed spec after the checks. KeyError names a missing field (``queue.name``);
+    ValueError says what else is wrong."""
     queue = spec.get("queue") or {}
     connection = secret_ref(spec, "connectionSecretRef")
     if (connection is None) == (not queue.get("accountUrl")):
@@ -234,6 +285,7 @@ def read(spec: Mapping[str, Any], pool_policy: policy.PoolSpec) -> ReportPoolSpe
         signing_timestamp_url=_optional(spec, "signingTimestampUrl"),
         templates_config_map=_optional(templates, "configMapName"),
         inline_templates={str(k): str(v) for k, v in (templates.get("inline") or {}).items()},
+        adjustments=adjustments,
     )
 
 
@@ -247,3 +299,77 @@ def _required(holder: Mapping[str, Any], key: str, field: str) -> str:
 def _optional(holder: Mapping[str, Any], key: str) -> str | None:
     value = holder.get(key)
     return None if value is None or value == "" else str(value)
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+def _quantity(value: object, field: str, found: list[Problem]) -> float | None:
+    try:
+        amount = cores(value)
+    except (ValueError, TypeError, ArithmeticError):
+        found.append(Problem(field, f"{value!r} is not a quantity"))
+        return None
+    if amount <= 0:
+        found.append(Problem(field, f"must be a positive quantity, got {value!r}"))
+        return None
+    return amount
+
+
+def _quantities(spec: Mapping[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+    for resource in ("cpu", "memory"):
+        _quantity(get(spec, "browser", resource), f"spec.browser.{resource}", found)
+    given = resources(spec)
+    for resource in ("cpu", "memory"):
+        amounts = {}
+        for kind in ("requests", "limits"):
+            value = (given.get(kind) or {}).get(resource)
+            if value is not None:
+                amounts[kind] = _quantity(value, f"spec.resources.{kind}.{resource}", found)
+        if not amounts:
+            found.append(
+                Problem(
+                    f"spec.resources.limits.{resource}",
+                    f"set {resource} in resources.limits or resources.requests: it bounds the "
+                    "browsers that fit one pod",
+                )
+            )
+        request, limit = amounts.get("requests"), amounts.get("limits")
+        if request is not None and limit is not None and request > limit:
+            found.append(
+                Problem(
+                    f"spec.resources.requests.{resource}",
+                    f"request {given['requests'][resource]!r} is above the limit "
+                    f"{given['limits'][resource]!r}",
+                )
+            )
+    return found
+
+
+def _bounds(spec: Mapping[str, Any]) -> list[Problem]:
+    found = []
+    for field, default_max in (("replicas", 10), ("browsersPerPod", 4)):
+        low, high = int(get(spec, field, "min")), int(get(spec, field, "max"))
+        if low > high:
+            found.append(
+                Problem(
+                    f"spec.{field}.min",
+                    f"{low} is above {field}.max {high} ({default_max} when not set)",
+                )
+            )
+    return found
+
+
+def _fit(pool: policy.PoolSpec) -> list[Problem]:
+    """``browsersPerPod.min`` above what fits one pod: the policy lowers it; say so."""
+    if pool.min_browsers_per_pod <= pool.browsers_that_fit:
+        return []
+    return [
+        Problem(
+            "spec.browsersPerPod.min",
+            f"{pool.min_browsers_per_pod} browsers do not fit one pod (resources / browser "
+            f"allow {pool.browsers_that_fit}): pods run at most {pool.browsers_that_fit}",
+            fatal=False,
+        )
+    ]

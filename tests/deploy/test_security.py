@@ -32,7 +32,7 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from reportfarm_operator import children, k8s, validation
+from reportfarm_operator import children, k8s, specs
 
 from reportfarm import renderer_api
 from tests.harness import kube as kube_harness
@@ -86,9 +86,7 @@ def _resource(api_version: str, kind: str) -> tuple[str, str]:
 
 CHILDREN = frozenset(
     _resource(child["apiVersion"], child["kind"])
-    for child in children.build_all(
-        _sample_pool(), validation.parse(_sample_pool().spec), replicas=1
-    )
+    for child in children.build_all(_sample_pool(), specs.parse(_sample_pool().spec), replicas=1)
 )
 CONFIG_MAPS = frozenset({_resource("v1", "ConfigMap")})
 DEPLOYMENTS = frozenset({_resource("apps/v1", "Deployment")})
@@ -353,9 +351,7 @@ def renderer_pod() -> dict[str, Any]:
     example["metadata"].update(namespace="billing", uid="u-1")
     example["spec"]["adminTokenSecretRef"] = {"name": "renderer-admin"}
     example["spec"]["signingSecretRef"] = {"name": "reportfarm-signing"}  # the key: read-only
-    deployment = children.deployment(
-        kopf.Body(example), validation.parse(example["spec"]), replicas=1
-    )
+    deployment = children.deployment(kopf.Body(example), specs.parse(example["spec"]), replicas=1)
     return dict(deployment["spec"]["template"]["spec"])
 
 
@@ -499,9 +495,9 @@ def test_workload_identity_puts_no_secret_in_the_renderer() -> None:
     example = yaml.safe_load((CHART / "examples" / "reportpool.yaml").read_text())
     example["metadata"].update(namespace="billing", uid="u-1")
     example["spec"]["queue"] = {"name": "reports", "accountUrl": "https://acct.queue.example"}
-    pod = children.deployment(kopf.Body(example), validation.parse(example["spec"]), replicas=1)[
-        "spec"
-    ]["template"]["spec"]
+    pod = children.deployment(kopf.Body(example), specs.parse(example["spec"]), replicas=1)["spec"][
+        "template"
+    ]["spec"]
     (container,) = pod["containers"]
     assert secret_like_env(container) == []
     assert "AZURE_STORAGE_CONNECTION_STRING" not in {item["name"] for item in container["env"]}

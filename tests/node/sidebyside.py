@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import kopf
-from reportfarm_operator import children, validation
+from reportfarm_operator import children, specs
 
 from reportfarm import quantiles
 from reportfarm.client import ReportFarmClient, Submission
@@ -152,7 +152,7 @@ def keda_deployment(name: str, pool: dict[str, Any], *, replicas: int) -> dict[s
     of :data:`BROWSERS` browsers per pod."""
     spec = dict(pool["spec"])
     spec["browsersPerPod"] = {"min": BROWSERS, "max": BROWSERS}
-    parsed = validation.parse(spec)
+    parsed = specs.parse(spec)
     body = kopf.Body({**pool, "metadata": {**pool["metadata"], "name": name, "uid": "none"}})
     manifest = children.deployment(body, parsed, replicas=replicas)
     manifest["metadata"].pop("ownerReferences", None)

@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from reportfarm_operator import children, reconciling, specs, validation
+from reportfarm_operator import children, reconciling, specs
 
 from reportfarm import renderer_api
 
@@ -36,7 +36,7 @@ def pool(**spec: Any) -> kopf.Body:
 
 
 def by_kind(body: kopf.Body, *, replicas: int = 0) -> dict[str, dict[str, Any]]:
-    built = children.build_all(body, validation.parse(body.spec), replicas=replicas)
+    built = children.build_all(body, specs.parse(body.spec), replicas=replicas)
     return {child["kind"]: child for child in built}
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from reportfarm_operator import children, observing, validation
+from reportfarm_operator import children, observing, specs
 from reportfarm_renderer import service
 
 from reportfarm import azurite, renderer_api
@@ -112,7 +112,7 @@ def pod(
     injected: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Pod, int]]:
     """A renderer from the operator's env for ``spec``; ``injected``: what AKS adds to the pod."""
-    env = resolved(children.renderer_env(validation.parse(spec)), secrets=secrets, pod="renderer-0")
+    env = resolved(children.renderer_env(specs.parse(spec)), secrets=secrets, pod="renderer-0")
     port = azurite.free_port()
     host_places = {renderer_api.Var.TEMPLATES: str(templates), renderer_api.Var.PORT: str(port)}
     assert set(host_places) <= set(env), "the operator sets both; only their values move"
@@ -195,7 +195,7 @@ async def test_a_connection_string_pool_renders(
     secrets = {("storage", "connection-string"): azurite_server.connection_string, ADMIN: "t0k"}
     # The client reads the same settings as the pod.
     storage = StorageSettings.from_env(
-        resolved(children.renderer_env(validation.parse(spec)), secrets=secrets, pod="client")
+        resolved(children.renderer_env(specs.parse(spec)), secrets=secrets, pod="client")
     )
     assert storage.connection_string == azurite_server.connection_string
     with pod(spec, secrets=secrets, templates=template_dir, log=tmp_path / "pod.log") as (
@@ -253,7 +253,7 @@ async def test_an_account_url_pool_renders_through_workload_identity(
     fields = {"name": queue, "accountUrl": oauth_azurite.queue_url}
     spec = pool_spec({**fields, "blobUrl": oauth_azurite.blob_url}, container)
     env = resolved(
-        children.renderer_env(validation.parse(spec)), secrets={ADMIN: "t0k"}, pod="renderer-0"
+        children.renderer_env(specs.parse(spec)), secrets={ADMIN: "t0k"}, pod="renderer-0"
     )
     assert "AZURE_STORAGE_CONNECTION_STRING" not in env
     storage = StorageSettings.from_env(env)
@@ -265,7 +265,7 @@ async def test_an_account_url_pool_renders_through_workload_identity(
         ) as client:
             await client.ensure()
             waiting = await client.submit(Submission(template="plain", data={"name": "queued"}))
-            reading = await observer.queue(NAMESPACE, validation.parse(spec).queue)
+            reading = await observer.queue(NAMESPACE, specs.parse(spec).queue)
             assert (reading.depth, reading.error) == (1, None)
             with pod(
                 spec,
@@ -280,7 +280,7 @@ async def test_an_account_url_pool_renders_through_workload_identity(
                 observer.port = port
                 await drive_control_surface(observer, token="t0k", renders=2)
                 assert '"storage: signed in with a token credential"' in process.log.read_text()
-            reading = await observer.queue(NAMESPACE, validation.parse(spec).queue)
+            reading = await observer.queue(NAMESPACE, specs.parse(spec).queue)
             assert (reading.depth, reading.error) == (0, None)
         assert endpoint.grants >= 3, "this process (client, operator) and the pod each signed in"
         assert endpoint.refusals == []
@@ -305,7 +305,7 @@ async def test_a_token_azurite_refuses_is_a_reading_error_not_a_crash(
     )
     observer = observer_for(session, renderer_api.PORT)
     try:
-        reading = await observer.queue(NAMESPACE, validation.parse(spec).queue)
+        reading = await observer.queue(NAMESPACE, specs.parse(spec).queue)
     finally:
         await observer.close()
     assert reading.depth is None
