@@ -135,5 +135,3 @@ def describe(schema: dict[str, Any]) -> str:
     elif schema.get("format"):
         kind = f"{kind} ({schema['format']})"
     return kind + (" or null" if schema.get("nullable") else "")
-
-

@@ -65,9 +65,10 @@ def _version(*, kind: str, group: str, version: dict[str, Any]) -> list[str]:
             "|---|---|---|---|---|",
         ]
         for column in columns:
+            meaning = cells.prose(column.get("description", ""))
             lines.append(
                 f"| {column['name']} | {column['type']} | {column.get('priority', 0)} "
-                f"| {cells.code(column['jsonPath'])} | {cells.prose(column.get('description', ''))} |"
+                f"| {cells.code(column['jsonPath'])} | {meaning} |"
             )
     schema = version["schema"]["openAPIV3Schema"]
     for path, node in _objects("", schema):
@@ -101,10 +102,15 @@ def _object_table(*, version: str, path: str, node: dict[str, Any]) -> list[str]
     if path and node.get("description"):
         lines += [cells.prose(node["description"]), ""]
     for rule in node.get("x-kubernetes-validations", []):
-        lines.append(f"- Rule on {cells.code(rule.get('fieldPath', '.'))}: {cells.prose(rule['message'])}")
+        lines.append(
+            f"- Rule on {cells.code(rule.get('fieldPath', '.'))}: {cells.prose(rule['message'])}"
+        )
     if node.get("x-kubernetes-validations"):
         lines.append("")
-    lines += ["| Field | Type | Required | Default | Bounds | Description |", "|---|---|---|---|---|---|"]
+    lines += [
+        "| Field | Type | Required | Default | Bounds | Description |",
+        "|---|---|---|---|---|---|",
+    ]
     required = set(node.get("required", []))
     for name, child in node["properties"].items():
         field = cells.code(name)
@@ -116,7 +122,8 @@ def _object_table(*, version: str, path: str, node: dict[str, Any]) -> list[str]
             field = f"[{field}](#{link})"
         lines.append(
             f"| {field} | {type_name(child)} | {'yes' if name in required else ''} "
-            f"| {_default(child)} | {cells.bounds(child)} | {cells.prose(child.get('description', ''))} |"
+            f"| {_default(child)} | {cells.bounds(child)} "
+            f"| {cells.prose(child.get('description', ''))} |"
         )
     return lines
 

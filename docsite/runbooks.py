@@ -42,20 +42,29 @@ def page_url(*, site_url: str, alert: str) -> str:
 
 
 def add_pages(files: Files, *, config: MkDocsConfig) -> None:
-    """Add the generated page(s) to the site's files."""
+    """Check the runbook pages and the alerts' runbook_url against the rules (a build error
+    names every mismatch), then add the runbooks' generated index."""
     rules = alerts()
     pages = {
         file.src_uri.removeprefix(FOLDER).removesuffix(".md")
         for file in files
         if file.src_uri.startswith(FOLDER) and file.src_uri.endswith(".md")
     }
-    problems = [f"alert {rule['alert']} has no page {FOLDER}{name}.md" for name, rule in rules.items() if name not in pages]
-    problems += [f"{FOLDER}{name}.md names no alert of {SOURCE.name}" for name in pages - set(rules)]
-    for name, rule in rules.items():
+    problems = [
+        f"alert {rule['alert']} has no page {FOLDER}{name}.md"
+        for name, rule in rules.items()
+        if name not in pages
+    ]
+    problems += [
+        f"{FOLDER}{name}.md names no alert of {SOURCE.name}" for name in pages - set(rules)
+    ]
+    for rule in rules.values():
         wanted = page_url(site_url=config.site_url or "", alert=rule["alert"])
         found = rule.get("annotations", {}).get("runbook_url")
         if found != wanted:
-            problems.append(f"alert {rule['alert']}: runbook_url is {found!r}, its page is {wanted}")
+            problems.append(
+                f"alert {rule['alert']}: runbook_url is {found!r}, its page is {wanted}"
+            )
     if problems:
         raise PluginError("runbooks: " + "; ".join(problems))
     files.append(File.generated(config, INDEX, content=_index(rules)))
@@ -74,7 +83,7 @@ def with_rule(markdown: str, *, page: Page) -> str:
 def _rule_block(rule: dict[str, Any]) -> list[str]:
     holds = f"true for {rule['for']}" if rule.get("for") else "true once (no `for:`)"
     return [
-        f"!!! abstract \"The rule: `{rule['alert']}` ({rule['labels']['severity']})\"",
+        f'!!! abstract "The rule: `{rule["alert"]}` ({rule["labels"]["severity"]})"',
         "",
         f"    Group `{rule['group']}` in `charts/reportfarm/rules/alerts.yaml`; fires when the "
         f"expression is {holds}.",
@@ -94,7 +103,8 @@ def _index(rules: dict[str, dict[str, Any]]) -> str:
         "",
         "One page per alert of the chart's PrometheusRule (`prometheusRule.enabled`); each alert's "
         "`runbook_url` annotation links its page here (`prometheusRule.runbookBaseUrl` points "
-        "them at your own copy of this site). Generated from `charts/reportfarm/rules/alerts.yaml`.",
+        "them at your own copy of this site). Generated from "
+        "`charts/reportfarm/rules/alerts.yaml`.",
         "",
         "| Alert | Severity | Holds for | What it says |",
         "|---|---|---|---|",

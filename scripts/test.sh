@@ -143,5 +143,15 @@ step ruff bash -c 'python -m ruff check . && python -m ruff format --check .'
 step mypy python -m mypy
 # The layers (pyproject's [tool.importlinter]): this tree's packages, not whatever is installed.
 step import-linter env PYTHONPATH=".:renderer:operator:gateway" lint-imports --no-cache
+# The documentation site (mkdocs.yml, docs/): a broken link or anchor, or an alert whose runbook
+# page or runbook_url is wrong, fails the build. Offline, a few seconds; the site is thrown away.
+docs_build() {
+  local out status=0
+  out="$(mktemp -d)"
+  NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$out" || status=$?
+  rm -rf "$out"
+  return "$status"
+}
+step "docs site (mkdocs build --strict)" docs_build
 # The slowest 15 tests are listed at the end.
 step pytest python -m pytest -ra -q -p no:cacheprovider --durations=15 "$@"

@@ -59,4 +59,4 @@ def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
 @pytest.mark.parametrize("alert", _alerts(), ids=lambda rule: rule["alert"])
 def test_alert_is_actionable(alert: dict[str, Any]) -> None:
     assert alert["labels"]["severity"] in ("warning", "critical")
-    assert {"summary", "description"} <= set(alert["annotations"])
+    assert {"summary", "description", "runbook_url"} <= set(alert["annotations"])

@@ -113,6 +113,35 @@ def test_prometheus_rule_carries_the_tested_rule_file(helm: Path) -> None:
     assert rendered == source
 
 
+@pytest.mark.parametrize(
+    ("base", "expected"),
+    [
+        pytest.param(None, "https://reportfarm.github.io/reportfarm/operating/runbooks", id="site"),
+        pytest.param(
+            "https://docs.example.com/rf/runbooks/",
+            "https://docs.example.com/rf/runbooks",
+            id="own",
+        ),
+    ],
+)
+def test_prometheus_rule_alerts_name_their_runbooks(
+    helm: Path, base: str | None, expected: str
+) -> None:
+    """Each alert's runbook_url: its page on the project's site (the docs' test resolves those),
+    or under prometheusRule.runbookBaseUrl, keeping the page's name."""
+    sets = ["prometheusRule.enabled=true"]
+    if base is not None:
+        sets.append(f"prometheusRule.runbookBaseUrl={base}")
+    groups = one(render(helm, *sets), "PrometheusRule")["spec"]["groups"]
+    urls = {
+        rule["alert"]: rule["annotations"]["runbook_url"]
+        for group in groups
+        for rule in group["rules"]
+    }
+    assert len(urls) >= 6
+    assert urls == {alert: f"{expected}/{alert.lower()}/" for alert in urls}
+
+
 def test_dashboards_are_config_maps_for_the_grafana_sidecar(helm: Path) -> None:
     docs = render(helm, "dashboards.enabled=true", "dashboards.namespace=monitoring")
     maps = [d for d in docs if d["kind"] == "ConfigMap"]
