@@ -66,12 +66,16 @@ def _operation(*, method: str, path: str, operation: dict[str, Any]) -> list[str
         lines += [cells.prose(operation["description"]), ""]
     parameters = operation.get("parameters", [])
     if parameters:
-        lines += ["| Parameter | In | Required | Type | Description |", "|---|---|---|---|---|"]
+        lines += [
+            "| Parameter | In | Required | Type | Bounds | Description |",
+            "|---|---|---|---|---|---|",
+        ]
         for parameter in parameters:
             lines.append(
                 f"| {cells.code(parameter['name'])} | {parameter['in']} "
                 f"| {'yes' if parameter.get('required') else ''} "
                 f"| {describe(parameter.get('schema', {}))} "
+                f"| {cells.bounds(parameter.get('schema', {}))} "
                 f"| {cells.prose(parameter.get('description', ''))} |"
             )
         lines.append("")
@@ -96,8 +100,10 @@ def _operation(*, method: str, path: str, operation: dict[str, Any]) -> list[str
     return lines
 
 
-def _schema(*, name: str, schema: dict[str, Any]) -> list[str]:
-    lines = ["", f"### {name} {{#{schema_id(name)}}}", ""]
+def _schema(*, name: str, schema: dict[str, Any], level: str = "###") -> list[str]:
+    """A schema's section: its properties as a table, then a section for each inline object
+    among them (``Finish.metadata``)."""
+    lines = ["", f"{level} {name} {{#{schema_id(name)}}}", ""]
     if schema.get("description"):
         lines += [cells.prose(schema["description"]), ""]
     properties = schema.get("properties")
@@ -107,12 +113,29 @@ def _schema(*, name: str, schema: dict[str, Any]) -> list[str]:
         lines += ["Other properties are refused.", ""]
     lines += ["| Property | Type | Required | Bounds | Description |", "|---|---|---|---|---|"]
     required = set(schema.get("required", []))
+    nested: list[str] = []
     for field, child in properties.items():
+        kind = describe(child)
+        inline = _inline_object(child)
+        if inline is not None:
+            section = f"{name}.{field}"
+            kind = kind.replace("object", f"[object](#{schema_id(section)})", 1)
+            nested += _schema(name=section, schema=inline, level="####")
         lines.append(
-            f"| {cells.code(field)} | {describe(child)} | {'yes' if field in required else ''} "
+            f"| {cells.code(field)} | {kind} | {'yes' if field in required else ''} "
             f"| {cells.bounds(child)} | {cells.prose(child.get('description', ''))} |"
         )
-    return lines
+    return lines + nested
+
+
+def _inline_object(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The object with properties a schema holds in place (itself, or an array's items)."""
+    if schema.get("properties"):
+        return schema
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, dict) and items.get("properties"):
+        return items
+    return None
 
 
 def schema_id(name: str) -> str:
