@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs what the tests need (scripts/bootstrap.sh: .venv/),
-# lints, type-checks, then runs every test against the real parts: Chromium, Azurite, Prometheus
+# lints, type-checks, builds the documentation site, then runs every test against the real parts: Chromium, Azurite, Prometheus
 # and a Kubernetes control plane (built from Go modules on first use, cached outside the repo;
 # KUBECONFIG may name your cluster). Everything runs in the project's .venv/.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not kube"`.
