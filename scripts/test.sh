@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs what the tests need (scripts/bootstrap.sh: .venv/),
 # lints, type-checks, builds the documentation site, then runs every test against the real parts:
-# Chromium, Azurite, Prometheus and a Kubernetes control plane (built from Go modules on first use, cached outside the repo;
-# KUBECONFIG may name your cluster). Everything runs in the project's .venv/.
+# Chromium, Azurite, Prometheus and a Kubernetes control plane (built from Go modules on first
+# use, cached outside the repo; KUBECONFIG may name your cluster). Everything runs in the
+# project's .venv/.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not kube"`.
 # Time on 2 cores: ~20-23 min with the caches warm, the real-node tests included (as root; images
 # rebuilt after a source change add 2-5 min); the first run adds ~9 min for the Kubernetes build
