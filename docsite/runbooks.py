@@ -9,6 +9,7 @@ runbooks' index is generated, so neither can drift from what Prometheus evaluate
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ def _rule_block(rule: dict[str, Any]) -> list[str]:
         *(f"    {line}" for line in rule["expr"].rstrip().splitlines()),
         "    ```",
         "",
-        f"    **Summary:** {cells.prose(rule['annotations']['summary'])}",
+        f"    **Summary:** {_summary(rule)}",
         "",
     ]
 
@@ -117,6 +118,12 @@ def _index(rules: dict[str, dict[str, Any]]) -> str:
     for name, rule in rules.items():
         lines.append(
             f"| [{rule['alert']}]({name}.md) | {rule['labels']['severity']} "
-            f"| {rule.get('for', '')} | {cells.prose(rule['annotations']['summary'])} |"
+            f"| {rule.get('for', 'at once')} | {_summary(rule)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _summary(rule: dict[str, Any]) -> str:
+    """The alert's summary, its label templates shown as placeholders (``<namespace>``)."""
+    text = re.sub(r"\{\{\s*\$labels\.(\w+)\s*\}\}", r"<\1>", rule["annotations"]["summary"])
+    return cells.prose(text)
