@@ -152,6 +152,7 @@ def _broken_copy(tmp_path: Path, *, change: str) -> Path:
     else:
         (docs / "operating" / "runbooks" / f"{change}.md").unlink()
     text = (ROOT / "mkdocs.yml").read_text()
+    assert "  - mkdocs_hooks.py" in text and "docs_dir: docs" in text  # what the copy rewrites
     text = text.replace("  - mkdocs_hooks.py", f"  - {ROOT / 'mkdocs_hooks.py'}")
     text = text.replace("docs_dir: docs", f"docs_dir: {docs}")
     config_file = tmp_path / "mkdocs.yml"
