@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from reportfarm import quantiles
+from reportfarm import policy, quantiles
 from reportfarm.simulate import (
     baseline,
     cli,
     farm,
     frontier,
     metrics,
+    ours,
     running,
     scoring,
     traces,
@@ -358,3 +359,35 @@ def test_our_side_reads_only_pods_not_terminating() -> None:
     assert count == sum(1 for job in jobs if job.start is not None) - draining.busy(0.5)
     assert cluster.read_renders(12.0) == (0, 0.0)  # each render is read once
     assert count == 0 or seconds > 0
+
+
+def test_a_failed_pool_resize_is_retried_at_the_next_call() -> None:
+    """As the operator: a pod that did not take the size is asked again at the next tick."""
+    timings = farm.Timings(pod_start_s=0.0, resize_failure=1.0)
+    cluster = farm.Farm(timings=timings, browsers_per_pod=1, rng=random.Random(0))
+    cluster.add_pods(2, now=-10.0)
+    cluster.resize(4, now=0.0)
+    assert cluster.resize_failures == 2 and all(pod.pending is None for pod in cluster.pods)
+    cluster.timings = dataclasses.replace(timings, resize_failure=0.0)
+    cluster.resize(4, now=5.0)  # the same size again: the pods still at 1 are asked
+    assert all(pod.pending == (5.0 + timings.resize_delay_s, 4) for pod in cluster.pods)
+
+
+@pytest.mark.parametrize(
+    ("lag_s", "victim"),
+    [
+        pytest.param(0.0, "pod-1", id="seen-at-once-the-idle-pod-goes"),
+        pytest.param(30.0, "pod-0", id="not-seen-yet-ties-by-name"),
+    ],
+)
+def test_the_replicaset_sees_deletion_costs_after_their_lag(lag_s: float, victim: str) -> None:
+    cluster = farm.Farm(
+        timings=farm.Timings(pod_start_s=0.0, deletion_cost_lag_s=lag_s),
+        browsers_per_pod=1,
+        rng=random.Random(0),
+    )
+    cluster.add_pods(1, now=-10.0)
+    cluster.step(0.0, arrivals=[workload.Job(arrival=0.0, render_s=50.0)])  # pod-0 is busy
+    cluster.add_pods(1, now=-10.0)  # pod-1, idle
+    controller = ours.PolicyController(spec=policy.PoolSpec(max_replicas=2))
+    assert controller.victims(1, now=1.0, farm=cluster, blind=False) == [victim]
