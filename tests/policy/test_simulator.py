@@ -330,9 +330,11 @@ def test_cli_suite_prints_per_shape_and_plots(
     capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
 ) -> None:
     plot = tmp_path / "suite.png"
-    code = cli.main(["--suite", "3", "--phases", "1", "--json", "--plot", str(plot)])
+    code = cli.main(
+        ["--suite", "3", "--first", "201", "--phases", "1", "--json", "--plot", str(plot)]
+    )
     document = json.loads(capsys.readouterr().out)
-    assert [row["index"] for row in document["cases"]] == [0, 1, 2]
+    assert [row["index"] for row in document["cases"]] == [201, 202, 203]
     assert code == (0 if all(row["met"] for row in document["cases"]) else 1)
     assert sum(entry["cases"] for entry in document["by_shape"].values()) == 3
     assert plot.stat().st_size > 0
@@ -341,6 +343,8 @@ def test_cli_suite_prints_per_shape_and_plots(
 def test_cli_suite_rejects_a_zero_count(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--suite", "0"]) == 2
     assert "--suite" in capsys.readouterr().err
+    assert cli.main(["--suite", "1", "--first", "-1"]) == 2
+    assert "--first" in capsys.readouterr().err
 
 
 def test_our_side_reads_only_pods_not_terminating() -> None:
