@@ -177,6 +177,33 @@ def test_renders_completed_between_ticks_are_work() -> None:
     assert kept.replicas == 1 and kept.state.last_work_at == NOW + 5
 
 
+def test_one_long_render_among_few_does_not_flap_the_pool() -> None:
+    """Heavy tails: one 50 s render among five that ended since the last tick makes a 10 s mean;
+    sized on it, 5 queued jobs asked for 7 pods, and the next tick for 1 again."""
+    pool = policy.PoolSpec(max_replicas=20)
+    memory = policy.State(
+        replicas=1,
+        browsers_per_pod=4,
+        last_work_at=NOW,
+        busy_average=1.0,
+        render_s=0.6,
+        depth=4,
+        decided_at=NOW - 5,
+    )
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=5,
+        ready_replicas=1,
+        browsers_per_pod=4,
+        busy_browsers=1,
+        mean_render_s=(50.0 + 4 * 0.5) / 5,
+        completed=5,
+    )
+    decision = policy.decide(seen, pool, memory)
+    assert decision.replicas == 1
+    assert decision.state.render_s is not None and decision.state.render_s < 3.0
+
+
 @pytest.mark.parametrize("index", range(18))
 def test_generated_cases_are_reproducible_and_sane(index: int) -> None:
     case = shapes.case(index)
