@@ -31,8 +31,12 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
    (``full_pools``: a pod costs the same with 1 or 4 browsers, and a browser already up takes a
    job without waiting for a resize). Without it the pool inside the floor pods follows the need.
    Removed pods are the idlest (``deletion_costs``) and drain, so scaling down early loses nothing.
-6. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
-   first message wakes the pool. An unreadable queue keeps the current size, never zero.
+6. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser, no
+   render completed since the last decision); the first message wakes the pool. An unreadable
+   queue keeps the current size (within the spec's bounds), never zero.
+7. Render time: the renderers' mean over the renders that ended since the last decision, weighted
+   by their count against the previous estimate (``render_smoothing_renders``): a few renders,
+   one of them long, are not the mean.
 """
 
 from __future__ import annotations
