@@ -31,8 +31,12 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
    (``full_pools``: a pod costs the same with 1 or 4 browsers, and a browser already up takes a
    job without waiting for a resize). Without it the pool inside the floor pods follows the need.
    Removed pods are the idlest (``deletion_costs``) and drain, so scaling down early loses nothing.
-6. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser); the
-   first message wakes the pool. An unreadable queue keeps the current size, never zero.
+6. Zero: only after ``scale_to_zero_idle_s`` without work (empty queue, no busy browser, no
+   render completed since the last decision); the first message wakes the pool. An unreadable
+   queue keeps the current size (within the spec's bounds), never zero.
+7. Render time: the renderers' mean over the renders that ended since the last decision, weighted
+   by their count against the previous estimate (``render_smoothing_renders``): a few renders,
+   one of them long, are not the mean.
 """
 
 from __future__ import annotations
@@ -106,6 +110,9 @@ class PoolSpec:
     pod_start_s: float = 20.0
     """Seconds from a new pod's creation to its first render (schedule, pull, Chromium). No pod
     is started for a backlog the ready pods clear within this time."""
+    render_smoothing_renders: float = 20.0
+    """How many renders weigh as much as the previous render-time estimate: the mean of ``n``
+    renders that ended since the last decision moves the estimate by ``n / (n + this)``."""
     busy_smoothing_s: float = 20.0
     """Time constant of the moving average of busy browsers (the steady concurrency), so that
     arrival noise does not move the pool; the waiting backlog is never smoothed."""
@@ -158,7 +165,10 @@ class PoolSpec:
         if self.blind_tolerance < 0:
             raise ValueError("blind_tolerance must be >= 0")
         windows = (self.scale_down_stabilization_s, self.scale_to_zero_idle_s)
-        if min(*windows, self.busy_smoothing_s, self.sustained_s) < 0:
+        if (
+            min(*windows, self.busy_smoothing_s, self.sustained_s, self.render_smoothing_renders)
+            < 0
+        ):
             raise ValueError("windows and smoothing must be >= 0")
 
     @property
@@ -328,7 +338,7 @@ def _needs(
 ) -> tuple[int, int]:
     """(steady, backlog) browsers. Blind (busy unknown): all of it is steady, from the depth."""
     depth = observation.queue_depth or 0
-    render_s = observation.mean_render_s or render_s or spec.default_render_s
+    render_s = render_s or observation.mean_render_s or spec.default_render_s
     busy = observation.busy_browsers
     if busy is None:  # blind: Little's law on the depth alone, plus its growth
         jobs = depth * render_s / (spec.target_wait_s + render_s) + max(0.0, growth) * render_s
@@ -381,9 +391,11 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     blind = observation.busy_browsers is None
     busy = observation.busy_browsers or 0
     depth = observation.queue_depth
-    has_work = (depth or 0) > 0 or busy > 0
+    # Work: a queued message, a busy browser, or a render completed since the last decision (a
+    # trickle's jobs render between two ticks and are never seen queued nor running).
+    has_work = (depth or 0) > 0 or busy > 0 or (observation.completed or 0) > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
-    render_s = observation.mean_render_s or state.render_s
+    render_s = _render_time(observation, spec, state=state)
     growth, trend, arrivals = _trend(observation, spec, state=state, render_s=render_s)
     average = _steady_average(
         observation, spec, state=state, render_s=render_s, arrivals=arrivals, rising=growth > 0
@@ -397,14 +409,16 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         trend=trend,
     )
 
-    if depth is None:  # keep the size: never shrink (or zero) on an error
-        message = f"queue unreadable: keeping {cur_replicas} pods x {cur_bpp} browsers"
+    if depth is None:  # keep the size: never shrink (or zero) on an error, never under the floor
+        kept = min(spec.max_replicas, max(spec.min_replicas, cur_replicas))
+        kept_bpp = min(spec.browsers_that_fit, max(spec.fewest_browsers, cur_bpp))
+        message = f"queue unreadable: keeping {kept} pods x {kept_bpp} browsers"
         return _decision(
             state=state,
             now=now,
-            replicas=cur_replicas,
-            bpp=cur_bpp,
-            need=cur_replicas * cur_bpp,
+            replicas=kept,
+            bpp=kept_bpp,
+            need=kept * kept_bpp,
             reason=Reason.QUEUE_UNREADABLE,
             message=message,
             spec=spec,
@@ -494,6 +508,19 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         spec=spec,
         blind=blind,
     )
+
+
+def _render_time(observation: Observation, spec: PoolSpec, *, state: State) -> float | None:
+    """The render time to size with: the renderers' mean over the renders that ended since the
+    last decision, weighted by how many there were (``render_smoothing_renders``) against the
+    previous estimate. A few renders are a noisy mean: with heavy tails, one 50 s render among
+    five made a 10 s mean and a 1 -> 7 -> 1 pod flap. Without counts, the reported mean."""
+    seen, last = observation.mean_render_s, state.render_s
+    if seen is None or last is None or observation.completed is None:
+        return seen or last
+    count = observation.completed
+    weight = count / (count + spec.render_smoothing_renders) if count > 0 else 0.0
+    return last + (seen - last) * weight
 
 
 def _steady_average(
@@ -594,13 +621,17 @@ def _arrival_concurrency(
     draining a batch, and the stream under it is unknown.
     """
     busy = observation.busy_browsers
-    if busy is None or (growth > 0 and sustained <= 0):
+    if busy is None:
+        return None
+    counted = observation.completed is not None and elapsed is not None
+    if growth > 0 and sustained <= 0 and not counted:
         return None
     if observation.completed is not None and elapsed is not None:
         done = observation.completed / elapsed
     else:
         done = busy / render_s
-    rise = sustained if growth > 0 else growth
+    # A growth not sustained may be a batch landing: the completions alone, a lower bound.
+    rise = (sustained if sustained > 0 else 0.0) if growth > 0 else growth
     return max(0.0, (done + rise) * render_s)
 
 
