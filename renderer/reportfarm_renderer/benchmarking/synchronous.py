@@ -1,0 +1,187 @@
+"""The synchronous path as a client meets it: our gateway in front of a renderer and the storage,
+each its own process, called over HTTP as Gotenberg is (``bench-sync``).
+
+- :func:`our_path`: Azurite (the storage emulator), a ``reportfarm worker`` process with the
+  production settings (:func:`.end_to_end.worker_process`) and a ``reportfarm gateway`` process,
+  wired as the chart wires them: the gateway wakes the renderer (``REPORTFARM_GATEWAY_WAKE``) and
+  names itself in each job (``REPORTFARM_GATEWAY_NOTIFY_ADDRESS``); ``hints=False`` leaves both
+  out (the path before the hints: the renderer's idle polling, the gateway's record polling).
+- :class:`SyncClient`: ``POST /v1/reports`` with the document's template and data (the renderer
+  renders it, as a job does) and ``wait_s``; a 200 carries the PDF. Its job ids, kept, name the
+  result records whose stages say what the print and the upload took.
+- :func:`members`: the processes a side's memory and CPU count (the whole path: gateway and its
+  checking processes, renderer and its browsers, Azurite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import aiohttp
+
+from reportfarm import azurite
+from reportfarm.client import ReportFarmClient
+from reportfarm_renderer.benchmarking import cpu, end_to_end, footprint
+from reportfarm_renderer.benchmarking.documents import Document
+
+TENANT, TOKEN = "bench", "bench-token"
+WAIT_S = 120.0
+"""What a request asks to wait: far past any job here, so every answer is a PDF."""
+READY_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass
+class OurPath:
+    url: str
+    client: ReportFarmClient
+    """Reads result records (their stages) after the timed chunks."""
+    pids: dict[str, int]
+    """Root process of each part: gateway, renderer, azurite."""
+
+
+def members(roots: Mapping[str, int]) -> footprint.Members:
+    """Every process under the given roots (a gateway's checking processes, a renderer's driver
+    and browsers, Azurite's node process)."""
+
+    def found(tree: dict[int, int]) -> set[int]:
+        return set().union(*(footprint.descendants(pid, tree) for pid in roots.values()))
+
+    return found
+
+
+def gateway_environment(
+    connection: str, *, port: int, renderer_port: int, hints: bool
+) -> dict[str, str]:
+    """The gateway's environment: the renderer's storage, one tenant, quotas out of the way (the
+    client is the benchmark), no webhook dispatcher (no job here has a callback), and the hints
+    as the chart sets them (the renderer's address; this replica's)."""
+    base = end_to_end.worker_environment(connection, pool_size=1, port=port)
+    for name in ("REPORTFARM_POOL_SIZE", "REPORTFARM_PORT", "REPORTFARM_TEMPLATES"):
+        base.pop(name)
+    environment = {
+        **base,
+        "REPORTFARM_TOKENS": f"{TENANT}={TOKEN}",
+        "REPORTFARM_GATEWAY_PORT": str(port),
+        "REPORTFARM_GATEWAY_RATE": "100000",
+        "REPORTFARM_GATEWAY_BURST": "100000",
+        "REPORTFARM_GATEWAY_IN_FLIGHT": "1000",
+        "REPORTFARM_GATEWAY_DISPATCHER": "0",
+    }
+    if hints:
+        environment["REPORTFARM_GATEWAY_WAKE"] = f"127.0.0.1:{renderer_port}"
+        environment["REPORTFARM_GATEWAY_NOTIFY_ADDRESS"] = f"127.0.0.1:{port}"
+    return environment
+
+
+@contextlib.asynccontextmanager
+async def our_path(*, pool_size: int, logs: Path, hints: bool = True) -> AsyncIterator[OurPath]:
+    """Azurite, the renderer process and the gateway process; stopped in reverse on exit."""
+    server = azurite.Azurite()
+    await asyncio.to_thread(server.start)
+    try:
+        assert server.process is not None
+        connection = server.connection_string
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(
+                ReportFarmClient(connection, queue=end_to_end.QUEUE, container=end_to_end.CONTAINER)
+            )
+            await client.ensure()
+            worker = await stack.enter_async_context(
+                end_to_end.worker_process(
+                    connection, pool_size=pool_size, log=logs / "renderer.log"
+                )
+            )
+            port = azurite.free_port()
+            environment = gateway_environment(
+                connection, port=port, renderer_port=worker.port, hints=hints
+            )
+            with (logs / "gateway.log").open("ab") as output:
+                gateway = await asyncio.create_subprocess_exec(
+                    *(sys.executable, "-m", "reportfarm.cli", "gateway"),
+                    env=environment,
+                    stdout=output,
+                    stderr=output,
+                    start_new_session=True,
+                )
+            stack.push_async_callback(end_to_end.stop, gateway, grace_s=15.0)
+            url = f"http://127.0.0.1:{port}"
+            await _ready(url + "/readyz", gateway)
+            await _ready(f"http://127.0.0.1:{worker.port}/readyz", worker.process)
+            pids = {"gateway": gateway.pid, "renderer": worker.pid, "azurite": server.process.pid}
+            yield OurPath(url, client, pids)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def _ready(url: str, process: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        while time.monotonic() < deadline:
+            if process.returncode is not None:
+                raise RuntimeError(f"{url}: its process exited ({process.returncode})")
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(url) as response:
+                    if response.status == 200:
+                        return
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} not ready within {READY_TIMEOUT_S:.0f} s")
+
+
+class SyncClient:
+    """``POST /v1/reports`` and wait: one HTTP session, as a user's service keeps one."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.job_ids: list[str] = []
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> SyncClient:
+        timeout = aiohttp.ClientTimeout(total=WAIT_S + 30)
+        connector = aiohttp.TCPConnector(limit=0)
+        self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def convert(self, lane: int, document: Document) -> bytes:
+        assert self._session is not None, "use the client as an async context manager"
+        body = {
+            "template": document.template,
+            "data": document.data,
+            "pdf": dataclasses.asdict(document.pdf),
+            "wait_s": WAIT_S,
+        }
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with self._session.post(self.url + "/v1/reports", json=body, headers=headers) as r:
+            pdf = await r.read()
+            if r.status != 200:
+                raise RuntimeError(f"gateway answered {r.status}: {pdf[:300]!r}")
+            self.job_ids.append(r.headers["X-Reportfarm-Job-Id"])
+            return pdf
+
+
+async def print_and_upload_s(client: ReportFarmClient, job_ids: list[str]) -> list[float]:
+    """What each job's print and upload took in the renderer (its record's stages): a warm print
+    plus its upload, the floor a lone request's latency is held to."""
+    records = await asyncio.gather(*(client.result(job_id) for job_id in job_ids))
+    return [
+        sum(record.stages_ms.get(stage, 0.0) for stage in PRINT_AND_UPLOAD) / 1000
+        for record in records
+        if record is not None and record.state == "succeeded"
+    ]
+
+
+PRINT_AND_UPLOAD = ("pdf_generation", "storage_upload")
+
+
+def tree_cpu_s(roots: Mapping[str, int]) -> float:
+    """CPU seconds so far of the processes under ``roots`` (own and reaped children's)."""
+    return sum(sum(cpu.sample(pid).values()) for pid in roots.values())
