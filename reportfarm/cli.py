@@ -154,6 +154,9 @@ def _parser() -> argparse.ArgumentParser:
     synchronous.add_argument(
         "--polling", action="store_true", help="also the gateway path without the hints"
     )
+    synchronous.add_argument(
+        "--idle-s", type=float, default=0.0, help="then count an idle farm's storage requests"
+    )
     synchronous.add_argument("--json", action="store_true", help="print JSON")
     synchronous.add_argument(
         "--plot", type=Path, default=Path("out/bench-sync.png"), help="PNG plot path"
@@ -391,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             pool_size=args.pool_size,
             polling=args.polling,
             plot_path=args.plot,
+            idle_s=args.idle_s,
         )
     if args.command == "bench-finish":
         from reportfarm_renderer import bench_finish

@@ -42,7 +42,7 @@ from reportfarm import loops, renderer_api
 from reportfarm.quantiles import quantile
 from reportfarm_renderer import browser
 from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import footprint, measuring, reporting
+from reportfarm_renderer.benchmarking import footprint, idling, measuring, reporting
 from reportfarm_renderer.benchmarking import gotenberg as gotenberging
 from reportfarm_renderer.benchmarking import synchronous as sync
 
@@ -321,6 +321,16 @@ def show(report: dict[str, Any], console: Console) -> None:
         console.print(f"target {name} ({TARGETS[name]}): {mark}")
 
 
+def show_idle(idle: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"an idle farm's storage requests ({idle['seconds']:.0f} s counted)")
+    for column in ("request (service, method, queue/lane, what)", "counted", "per hour"):
+        table.add_column(column, justify="right")
+    for name, per_hour in idle["per_hour"].items():
+        table.add_row(name, str(idle["requests"][name]), f"{per_hour:,}")
+    table.add_row("all", str(sum(idle["requests"].values())), f"{sum(idle['per_hour'].values()):,}")
+    console.print(table)
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
     """Lines against concurrency, per side: PDFs/s, p50 (p95 dashed), MiB per PDF/s."""
     import matplotlib
@@ -368,6 +378,7 @@ def main(
     pool_size: int = 2,
     polling: bool = False,
     plot_path: Path | None = None,
+    idle_s: float = 0.0,
 ) -> int:
     """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments."""
     if jobs < 1 or rounds < 1 or pool_size < 1 or not concurrencies or min(concurrencies) < 1:
@@ -391,6 +402,10 @@ def main(
             console=console,
         )
     )
+    if idle_s > 0:
+        console.log(f"idle farm: counting storage requests for {idle_s:.0f} s")
+        report["idle"] = loops.run(idling.idle_requests(seconds=idle_s, pool_size=pool_size))
+        show_idle(report["idle"], console)
     report["verdicts"] = verdicts(report)
     report["parameters"]["seconds"] = round(time.monotonic() - started, 1)
     show(report, console)

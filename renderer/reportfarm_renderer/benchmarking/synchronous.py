@@ -43,6 +43,7 @@ class OurPath:
     """Reads result records (their stages) after the timed chunks."""
     pids: dict[str, int]
     """Root process of each part: gateway, renderer, azurite."""
+    renderer_url: str
 
 
 def members(roots: Mapping[str, int]) -> footprint.Members:
@@ -56,7 +57,7 @@ def members(roots: Mapping[str, int]) -> footprint.Members:
 
 
 def gateway_environment(
-    connection: str, *, port: int, renderer_port: int, hints: bool
+    connection: str, *, port: int, renderer_port: int, hints: bool, dispatcher: bool = False
 ) -> dict[str, str]:
     """The gateway's environment: the renderer's storage, one tenant, quotas out of the way (the
     client is the benchmark), no webhook dispatcher (no job here has a callback), and the hints
@@ -71,7 +72,7 @@ def gateway_environment(
         "REPORTFARM_GATEWAY_RATE": "100000",
         "REPORTFARM_GATEWAY_BURST": "100000",
         "REPORTFARM_GATEWAY_IN_FLIGHT": "1000",
-        "REPORTFARM_GATEWAY_DISPATCHER": "0",
+        "REPORTFARM_GATEWAY_DISPATCHER": "1" if dispatcher else "0",
     }
     if hints:
         environment["REPORTFARM_GATEWAY_WAKE"] = f"127.0.0.1:{renderer_port}"
@@ -80,9 +81,18 @@ def gateway_environment(
 
 
 @contextlib.asynccontextmanager
-async def our_path(*, pool_size: int, logs: Path, hints: bool = True) -> AsyncIterator[OurPath]:
-    """Azurite, the renderer process and the gateway process; stopped in reverse on exit."""
-    server = azurite.Azurite()
+async def our_path(
+    *,
+    pool_size: int,
+    logs: Path,
+    hints: bool = True,
+    dispatcher: bool = False,
+    debug_log: Path | None = None,
+) -> AsyncIterator[OurPath]:
+    """Azurite, the renderer process and the gateway process; stopped in reverse on exit.
+    ``dispatcher``: the gateway's webhook dispatcher runs (as in production); ``debug_log``:
+    Azurite logs every request there."""
+    server = azurite.Azurite(debug_log=debug_log)
     await asyncio.to_thread(server.start)
     try:
         assert server.process is not None
@@ -99,7 +109,7 @@ async def our_path(*, pool_size: int, logs: Path, hints: bool = True) -> AsyncIt
             )
             port = azurite.free_port()
             environment = gateway_environment(
-                connection, port=port, renderer_port=worker.port, hints=hints
+                connection, port=port, renderer_port=worker.port, hints=hints, dispatcher=dispatcher
             )
             with (logs / "gateway.log").open("ab") as output:
                 gateway = await asyncio.create_subprocess_exec(
@@ -114,7 +124,7 @@ async def our_path(*, pool_size: int, logs: Path, hints: bool = True) -> AsyncIt
             await _ready(url + "/readyz", gateway)
             await _ready(f"http://127.0.0.1:{worker.port}/readyz", worker.process)
             pids = {"gateway": gateway.pid, "renderer": worker.pid, "azurite": server.process.pid}
-            yield OurPath(url, client, pids)
+            yield OurPath(url, client, pids, renderer_url=f"http://127.0.0.1:{worker.port}")
     finally:
         await asyncio.to_thread(server.stop)
 
