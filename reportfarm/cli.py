@@ -150,7 +150,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     synchronous.add_argument("--jobs", type=int, default=24, help="documents per chunk (>= 2x c)")
     synchronous.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    synchronous.add_argument("--pool-size", type=int, default=2, help="our browsers = its tabs")
+    synchronous.add_argument("--pool-size", type=int, default=2, help="our browsers")
+    synchronous.add_argument(
+        "--pages-per-browser", type=int, default=1, help="our pages per browser (its tabs: all)"
+    )
     synchronous.add_argument(
         "--polling", action="store_true", help="also the gateway path without the hints"
     )
@@ -395,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             polling=args.polling,
             plot_path=args.plot,
             idle_s=args.idle_s,
+            pages_per_browser=args.pages_per_browser,
         )
     if args.command == "bench-finish":
         from reportfarm_renderer import bench_finish

@@ -74,6 +74,7 @@ async def run(
     gotenberg_bin: Path,
     polling: bool,
     console: Console,
+    pages_per_browser: int = 1,
 ) -> dict[str, Any]:
     _, documents = documenting.load()
     load_before = _load()
@@ -91,7 +92,12 @@ async def run(
             folder = logs / name
             folder.mkdir()
             ours = await stack.enter_async_context(
-                sync.our_path(pool_size=pool_size, logs=folder, hints=hints)
+                sync.our_path(
+                    pool_size=pool_size,
+                    logs=folder,
+                    hints=hints,
+                    pages_per_browser=pages_per_browser,
+                )
             )
             client = await stack.enter_async_context(sync.SyncClient(ours.url))
             sides[name], paths[name], clients[name] = (
@@ -99,10 +105,16 @@ async def run(
                 ours,
                 client,
             )
-            console.log(f"{name}: gateway {ours.url}, renderer of {pool_size} browser(s)")
+            console.log(
+                f"{name}: gateway {ours.url}, renderer of {pool_size} browser(s) x "
+                f"{pages_per_browser} page(s)"
+            )
         server = await stack.enter_async_context(
             gotenberging.serving(
-                gotenberg_bin, concurrency=pool_size, restart_after=100, chromium=chromium
+                gotenberg_bin,
+                concurrency=pool_size * pages_per_browser,
+                restart_after=100,
+                chromium=chromium,
             )
         )
         theirs = await stack.enter_async_context(gotenberging.Client(server.url))
@@ -114,9 +126,8 @@ async def run(
         sides["gotenberg"] = _Side("gotenberg", convert, {"gotenberg": server.pid})
         console.log(f"gotenberg {server.version} at {server.url}, Chromium {chromium}")
         for side in sides.values():
-            await measuring.warm_up(
-                side.convert, documents, count=2 * pool_size, concurrency=pool_size
-            )
+            lanes = pool_size * pages_per_browser
+            await measuring.warm_up(side.convert, documents, count=2 * lanes, concurrency=lanes)
         runs = {c: {name: measuring.Run(name) for name in sides} for c in concurrencies}
         cpu_s = {c: dict.fromkeys(sides, 0.0) for c in concurrencies}
         peaks = {
@@ -176,6 +187,8 @@ async def run(
             "documents_per_chunk": counts,
             "rounds": rounds,
             "pool_size": pool_size,
+            "pages_per_browser": pages_per_browser,
+            "gotenberg_concurrency": pool_size * pages_per_browser,
             "documents": len(documents),
             "cores": len(os.sched_getaffinity(0)),
             "chromium_path": chromium,
@@ -379,9 +392,10 @@ def main(
     polling: bool = False,
     plot_path: Path | None = None,
     idle_s: float = 0.0,
+    pages_per_browser: int = 1,
 ) -> int:
     """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments."""
-    if jobs < 1 or rounds < 1 or pool_size < 1 or not concurrencies or min(concurrencies) < 1:
+    if min(jobs, rounds, pool_size, pages_per_browser, *concurrencies, 1) < 1 or not concurrencies:
         print(
             "bench-sync: --jobs, --rounds, --pool-size and each concurrency >= 1", file=sys.stderr
         )
@@ -400,6 +414,7 @@ def main(
             gotenberg_bin=gotenberg_bin,
             polling=polling,
             console=console,
+            pages_per_browser=pages_per_browser,
         )
     )
     if idle_s > 0:

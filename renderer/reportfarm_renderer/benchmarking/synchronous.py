@@ -88,6 +88,7 @@ async def our_path(
     hints: bool = True,
     dispatcher: bool = False,
     debug_log: Path | None = None,
+    pages_per_browser: int = 1,
 ) -> AsyncIterator[OurPath]:
     """Azurite, the renderer process and the gateway process; stopped in reverse on exit.
     ``dispatcher``: the gateway's webhook dispatcher runs (as in production); ``debug_log``:
@@ -104,7 +105,10 @@ async def our_path(
             await client.ensure()
             worker = await stack.enter_async_context(
                 end_to_end.worker_process(
-                    connection, pool_size=pool_size, log=logs / "renderer.log"
+                    connection,
+                    pool_size=pool_size,
+                    log=logs / "renderer.log",
+                    extra={"REPORTFARM_PAGES_PER_BROWSER": str(pages_per_browser)},
                 )
             )
             port = azurite.free_port()
