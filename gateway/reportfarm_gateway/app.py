@@ -75,7 +75,9 @@ def create_app(settings: GatewaySettings) -> web.Application:
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
     app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address)  # ValueError: why
-    app[hinting.WAKER] = hinting.Waker(targets=settings.wake, fanout=settings.wake_fanout)
+    app[hinting.WAKER] = hinting.Waker(
+        targets=settings.wake, fanout=settings.wake_fanout, counter=app[METRICS].hints
+    )
     app.cleanup_ctx.append(_storage)
     app.cleanup_ctx.append(_offloader)
     app.cleanup_ctx.append(_waker)

@@ -27,8 +27,10 @@ from collections.abc import Iterator
 
 import aiohttp
 from aiohttp import web
+from prometheus_client import Counter
 
 from reportfarm import contract, renderer_api
+from reportfarm_gateway.context import METRICS
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +75,13 @@ class Waiters:
 class Waker:
     """Pokes renderers when a job they could take is on the lane."""
 
-    def __init__(self, *, targets: tuple[str, ...], fanout: int) -> None:
+    def __init__(
+        self, *, targets: tuple[str, ...], fanout: int, counter: Counter | None = None
+    ) -> None:
         self.targets = [_host_port(target) for target in targets]
         self.fanout = fanout
+        self.counter = counter
+        """``reportfarm_gateway_hints``, labelled kind and outcome."""
         self.sent = 0
         self.failed = 0
         self._session: aiohttp.ClientSession | None = None
@@ -111,9 +117,13 @@ class Waker:
         try:
             async with self._session.post(f"http://{shown}:{port}{renderer_api.WAKE_PATH}"):
                 self.sent += 1
+                outcome = "sent"
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             self.failed += 1
+            outcome = "failed"
             logger.debug("wake of renderer %s:%d failed: %s", host, port, error)
+        if self.counter is not None:
+            self.counter.labels(kind="wake", outcome=outcome).inc()
 
     async def _resolve(self) -> list[tuple[str, int]]:
         now = time.monotonic()
@@ -163,6 +173,8 @@ async def post_done(request: web.Request) -> web.Response:
     the caller learns nothing, and the waiter reads the record itself)."""
     job_id = request.match_info["job_id"]
     heard = request.app[WAITERS].done(job_id)
+    outcome = "woke" if heard else "nobody_waiting"
+    request.app[METRICS].hints.labels(kind="done", outcome=outcome).inc()
     logger.debug("done hint for job %s woke %d request(s)", job_id, heard)
     return web.Response(status=204)
 

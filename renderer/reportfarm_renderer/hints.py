@@ -12,6 +12,7 @@ import asyncio
 import logging
 
 import aiohttp
+from prometheus_client import Counter
 
 from reportfarm import contract
 
@@ -25,7 +26,9 @@ not pile up tasks in the renderer)."""
 
 
 class DoneHints:
-    def __init__(self) -> None:
+    def __init__(self, *, counter: Counter | None = None) -> None:
+        self.counter = counter
+        """``reportfarm_hints``, labelled kind and outcome."""
         self.sent = 0
         self.failed = 0
         self._session: aiohttp.ClientSession | None = None
@@ -46,9 +49,13 @@ class DoneHints:
         try:
             async with self._session.post(url):
                 self.sent += 1
+                outcome = "sent"
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             self.failed += 1
+            outcome = "failed"
             logger.debug("done hint to %s failed: %s", url, error)
+        if self.counter is not None:
+            self.counter.labels(kind="done", outcome=outcome).inc()
 
     async def close(self) -> None:
         """Let the hints in flight finish (each within its timeout), then close."""

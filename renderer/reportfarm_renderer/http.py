@@ -57,9 +57,9 @@ def create_app(parts: Parts) -> web.Application:
 
 
 async def wake(request: web.Request) -> web.Response:
-    worker = request.app[PARTS].worker
-    if worker is not None:
-        worker.wake()
+    parts = request.app[PARTS]
+    idle = parts.worker is not None and parts.worker.wake()
+    parts.metrics.hints.labels(kind="wake", outcome="idle" if idle else "busy").inc()
     return web.Response(status=204)
 
 

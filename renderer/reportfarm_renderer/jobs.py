@@ -83,7 +83,7 @@ class JobRunner:
         self.metrics = metrics
         self.signer = signer
         """The farm's signing key (a mounted Secret), for jobs that ask for a signature."""
-        self.hints = hints or DoneHints()
+        self.hints = hints or DoneHints(counter=metrics.hints)
         """Done hints to the gateway a client waits at (jobs that name one)."""
 
     async def run(self, lease: Lease) -> Outcome:

@@ -218,9 +218,11 @@ class QueueWorker:
         for future in (stop, room):
             future.cancel()
 
-    def wake(self) -> None:
-        """A job may be waiting: end an idle pause now (see the module's docstring)."""
+    def wake(self) -> bool:
+        """A job may be waiting: end an idle pause now (see the module's docstring). Whether
+        the worker was idle (pausing between empty receives) when the wake came."""
         self._woken.set()
+        return self._pacing.idle_s > 0 and not self._stopping.is_set()
 
     async def _sleep(self, seconds: float) -> None:
         waits = [asyncio.ensure_future(self._stopping.wait())]

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from reportfarm_gateway import app as gateway_app
-from reportfarm_gateway import hinting, protocol
+from reportfarm_gateway import context, hinting, protocol
 from reportfarm_renderer import service
 
 from reportfarm import contract
@@ -86,8 +86,16 @@ async def test_hints_bring_the_pdf_back_long_before_polling_would(
             waker = gateway.app[hinting.WAKER]
             assert waker.sent >= 1 and waker.failed == 0
             assert len(gateway.app[hinting.WAITERS]) == 0  # nobody left registered
+            heard = gateway.app[context.METRICS].registry.get_sample_value(
+                "reportfarm_gateway_hints_total", {"kind": "done", "outcome": "woke"}
+            )
+            assert heard == 1
     assert "王小明" in pdf_text(pdf)
     assert worker.wakes >= 1
+    woken = renderer.parts.metrics.registry.get_sample_value(
+        "reportfarm_hints_total", {"kind": "wake", "outcome": "idle"}
+    )
+    assert woken is not None and woken >= 1
     # Generous: a report takes well under a second here; polling would have taken a minute.
     assert took < SLOW_POLL_S / 2, took
 
