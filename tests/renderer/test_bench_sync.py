@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer import bench_sync
-from reportfarm_renderer.benchmarking import idling, measuring
+from reportfarm_renderer.benchmarking import idling, measuring, sync_reporting
 
 
 def _run(name: str, latencies: list[float], wall_s: float) -> measuring.Run:
@@ -32,7 +31,7 @@ def _report(ours_s: float, theirs_s: float, *, lone: list[float]) -> dict[str, o
     for c in runs:
         for name, mib in (("gateway", 300), ("gotenberg", 150)):
             peaks[c][name] = _Peak(mib)
-    return bench_sync._report(
+    return sync_reporting.build(
         runs=runs,
         cpu_s=cpu_s,
         peaks=peaks,  # type: ignore[arg-type]
@@ -56,7 +55,7 @@ def test_twice_as_fast_at_twice_the_memory_meets_the_rate_and_misses_nothing_els
     assert ratios["gateway/cpu_ms_per_pdf"] == 0.5
     assert ratios["gateway/mib_per_pdf_per_s"] == 1.0  # 2x the memory, 2x the PDFs/s
     assert report["lone"]["ratio"] == pytest.approx(1.11, abs=0.01)  # type: ignore[index]
-    assert bench_sync.verdicts(report) == {  # type: ignore[arg-type]
+    assert sync_reporting.verdicts(report) == {  # type: ignore[arg-type]
         "pdf_per_s_at_2": True,
         "pdf_per_s_at_8": True,
         "p50_at_most": True,
@@ -67,7 +66,7 @@ def test_twice_as_fast_at_twice_the_memory_meets_the_rate_and_misses_nothing_els
 
 def test_as_fast_as_gotenberg_misses_every_ratio_target() -> None:
     report = _report(0.2, 0.2, lone=[0.1] * 10)
-    verdicts = bench_sync.verdicts(report)  # type: ignore[arg-type]
+    verdicts = sync_reporting.verdicts(report)  # type: ignore[arg-type]
     assert verdicts["pdf_per_s_at_2"] is False and verdicts["pdf_per_s_at_8"] is False
     assert verdicts["p50_at_most"] is False
     assert verdicts["mib_per_pdf_per_s_at_most"] is False  # 2x the memory at the same rate
@@ -76,7 +75,7 @@ def test_as_fast_as_gotenberg_misses_every_ratio_target() -> None:
 
 def test_a_target_not_measured_is_neither_met_nor_missed() -> None:
     report = _report(0.1, 0.2, lone=[])
-    assert bench_sync.verdicts(report)["lone_vs_print_and_upload_at_most"] is None  # type: ignore[arg-type]
+    assert sync_reporting.verdicts(report)["lone_vs_print_and_upload_at_most"] is None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

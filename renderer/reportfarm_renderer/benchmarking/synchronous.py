@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -27,7 +28,7 @@ import aiohttp
 
 from reportfarm import azurite
 from reportfarm.client import ReportFarmClient
-from reportfarm_renderer.benchmarking import cpu, end_to_end, footprint
+from reportfarm_renderer.benchmarking import end_to_end, footprint
 from reportfarm_renderer.benchmarking.documents import Document
 
 TENANT, TOKEN = "bench", "bench-token"
@@ -196,6 +197,51 @@ async def print_and_upload_s(client: ReportFarmClient, job_ids: list[str]) -> li
 PRINT_AND_UPLOAD = ("pdf_generation", "storage_upload")
 
 
-def tree_cpu_s(roots: Mapping[str, int]) -> float:
-    """CPU seconds so far of the processes under ``roots`` (own and reaped children's)."""
-    return sum(sum(cpu.sample(pid).values()) for pid in roots.values())
+class TreeCpu:
+    """CPU seconds spent by the processes under ``roots``, counted so they never go back: each
+    process's own CPU time, at the most it was seen with, so one that exits keeps what it had
+    (summing trees with ``cpu.sample`` went negative when a process exited between two samples
+    and its parent did not reap it into a counted total). Sampled every
+    :data:`footprint.INTERVAL_S` while :meth:`sampling`: a process that lives and dies between two
+    samples is missed (warm pages keep Chromium's processes for many jobs)."""
+
+    def __init__(self, roots: Mapping[str, int]) -> None:
+        self.roots = dict(roots)
+        self.seen: dict[int, float] = {}
+
+    def total_s(self) -> float:
+        tree = footprint.parents()
+        for pid in set().union(*(footprint.descendants(r, tree) for r in self.roots.values())):
+            own = _own_cpu_s(pid)
+            if own is not None:
+                self.seen[pid] = max(own, self.seen.get(pid, 0.0))
+        return sum(self.seen.values())
+
+    @contextlib.asynccontextmanager
+    async def sampling(self) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+
+        async def loop() -> None:
+            while not stop.is_set():
+                await asyncio.to_thread(self.total_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), footprint.INTERVAL_S)
+
+        task = asyncio.create_task(loop())
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+
+
+def _own_cpu_s(pid: int) -> float | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # exited meanwhile
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
