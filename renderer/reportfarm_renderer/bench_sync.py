@@ -166,12 +166,14 @@ async def run(
                         if concurrency == 1 and name == "gateway":
                             lone_ids += clients["gateway"].job_ids[known:]
                         progress.advance(task, count)
-        print_upload = await sync.print_and_upload_s(paths["gateway"].client, lone_ids)
+        lone = await sync.lone_breakdown(
+            paths["gateway"].client, clients["gateway"].timings, lone_ids
+        )
     report = sync_reporting.build(
         runs=runs,
         cpu_s=cpu_s,
         peaks=peaks,
-        print_upload=print_upload,
+        print_upload=lone["print_and_upload_s"],
         parameters={
             "concurrencies": list(concurrencies),
             "documents_per_chunk": counts,
@@ -194,6 +196,8 @@ async def run(
             "process's own time, sampled every 0.5 s (synchronous.TreeCpu)",
         },
     )
+    report["lone"]["phases_p50_ms"] = lone["phases_p50_ms"]
+    report["lone"]["phases"] = sync.PHASES
     for concurrency, peaked in parts.items():
         report["by_concurrency"][str(concurrency)]["gateway"]["peak_pss_mib_by_part"] = {
             part: peak.peak_mib for part, peak in peaked.items()

@@ -145,6 +145,10 @@ def show(report: dict[str, Any], console: Console) -> None:
         f"lone request: p50 {_cell(lone['p50_ms'], '.0f')} ms, its warm print + upload "
         f"{_cell(lone['print_and_upload_p50_ms'], '.0f')} ms: {_cell(lone['ratio'], '.2f')}x"
     )
+    phases = lone.get("phases_p50_ms") or {}
+    if phases:
+        shown = ", ".join(f"{name} {_cell(ms, '.0f')}" for name, ms in phases.items())
+        console.print(f"lone request, median ms by phase: {shown}")
     for name, met in verdicts(report).items():
         mark = "-" if met is None else ("met" if met else "MISSED")
         console.print(f"target {name} ({TARGETS[name]}): {mark}")

@@ -19,10 +19,12 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -154,6 +156,8 @@ class SyncClient:
     def __init__(self, url: str) -> None:
         self.url = url
         self.job_ids: list[str] = []
+        self.timings: dict[str, tuple[float, float]] = {}
+        """Per job id: (sent, PDF received), wall clock (the records' clock, this machine's)."""
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> SyncClient:
@@ -175,26 +179,53 @@ class SyncClient:
             "wait_s": WAIT_S,
         }
         headers = {"Authorization": f"Bearer {TOKEN}"}
+        sent = time.time()
         async with self._session.post(self.url + "/v1/reports", json=body, headers=headers) as r:
             pdf = await r.read()
             if r.status != 200:
                 raise RuntimeError(f"gateway answered {r.status}: {pdf[:300]!r}")
-            self.job_ids.append(r.headers["X-Reportfarm-Job-Id"])
-            return pdf
-
-
-async def print_and_upload_s(client: ReportFarmClient, job_ids: list[str]) -> list[float]:
-    """What each job's print and upload took in the renderer (its record's stages): a warm print
-    plus its upload, the floor a lone request's latency is held to."""
-    records = await asyncio.gather(*(client.result(job_id) for job_id in job_ids))
-    return [
-        sum(record.stages_ms.get(stage, 0.0) for stage in PRINT_AND_UPLOAD) / 1000
-        for record in records
-        if record is not None and record.state == "succeeded"
-    ]
+            job_id = r.headers["X-Reportfarm-Job-Id"]
+        self.job_ids.append(job_id)
+        self.timings[job_id] = (sent, time.time())
+        return pdf
 
 
 PRINT_AND_UPLOAD = ("pdf_generation", "storage_upload")
+PHASES = {
+    "accept": "client sent -> the gateway stamped the job (body checked in a worker process)",
+    "queue": "stamped -> the renderer took it (note and message written, wake, receive)",
+    "work": "the renderer's stages (data, template, print, upload)",
+    "answer": "uploaded -> the client has the PDF (record, done hint, record read, download)",
+}
+
+
+async def lone_breakdown(
+    client: ReportFarmClient, timings: Mapping[str, tuple[float, float]], job_ids: list[str]
+) -> dict[str, Any]:
+    """Where lone requests' time went: each job's warm print plus its upload (its record's
+    stages: the floor a lone request is held to), and the median of each of :data:`PHASES`, in
+    ms, from the client's clock and the record's stamps (one machine, one clock)."""
+    records = await asyncio.gather(*(client.result(job_id) for job_id in job_ids))
+    floors: list[float] = []
+    phases: dict[str, list[float]] = {name: [] for name in PHASES}
+    for job_id, record in zip(job_ids, records, strict=True):
+        if record is None or record.state != "succeeded" or job_id not in timings:
+            continue
+        sent, received = timings[job_id]
+        floors.append(sum(record.stages_ms.get(s, 0.0) for s in PRINT_AND_UPLOAD) / 1000)
+        work = end_to_end.worker_side_s(record)
+        finished = record.finished_at or 0.0
+        phases["accept"].append((record.submitted_at or sent) - sent)
+        phases["queue"].append(finished - work - (record.submitted_at or sent))
+        phases["work"].append(work)
+        phases["answer"].append(received - finished)
+    return {
+        "print_and_upload_s": floors,
+        "phases_p50_ms": {
+            name: round(statistics.median(values) * 1000, 1) if values else None
+            for name, values in phases.items()
+        },
+    }
 
 
 class TreeCpu:
