@@ -70,28 +70,10 @@ async def run(
         async with browser.ChromiumLauncher(executable_path=chromium_path) as launcher:
             chromium = launcher.executable_path or launcher.playwright.chromium.executable_path
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-sync-")))
-        sides: dict[Side, _Side] = {}
-        paths: dict[Side, sync.OurPath] = {}
-        clients: dict[Side, sync.SyncClient] = {}
-        for name, hints in (("gateway", True), ("gateway_polling", False)):
-            if name == "gateway_polling" and not polling:
-                continue
-            folder = logs / name
-            folder.mkdir()
-            ours = await stack.enter_async_context(
-                sync.our_path(
-                    pool_size=pool_size,
-                    logs=folder,
-                    hints=hints,
-                    pages_per_browser=pages_per_browser,
-                )
-            )
-            client = await stack.enter_async_context(sync.SyncClient(ours.url))
-            sides[name], paths[name], clients[name] = (
-                _Side(name, client.convert, ours.pids),
-                ours,
-                client,
-            )
+        sides, paths, clients = await _our_sides(
+            stack, logs, pool_size=pool_size, pages=pages_per_browser, polling=polling
+        )
+        for name, ours in paths.items():
             console.log(
                 f"{name}: gateway {ours.url}, renderer of {pool_size} browser(s) x "
                 f"{pages_per_browser} page(s)"
@@ -129,6 +111,10 @@ async def run(
             for c in concurrencies
         }
         trees = {name: sync.TreeCpu(side.roots) for name, side in sides.items()}
+        part_trees = {
+            part: sync.TreeCpu({part: pid}) for part, pid in paths["gateway"].pids.items()
+        }
+        part_cpu_s = {c: dict.fromkeys(part_trees, 0.0) for c in concurrencies}
         lone_ids: list[str] = []
         counts = {c: max(jobs, 2 * c) for c in concurrencies}
         total = rounds * len(sides) * sum(counts.values())
@@ -144,11 +130,13 @@ async def run(
                             task, description=f"round {index + 1}: {name} x{concurrency}"
                         )
                         before = await asyncio.to_thread(trees[name].total_s)
+                        parts_before = {p: t.total_s() for p, t in part_trees.items()}
                         known = len(clients["gateway"].job_ids)
                         sampled: list[footprint.Peak | sync.TreeCpu] = [
                             peaks[concurrency][name],
                             trees[name],
                             *(parts[concurrency].values() if name == "gateway" else ()),
+                            *(part_trees.values() if name == "gateway" else ()),
                         ]
                         async with contextlib.AsyncExitStack() as sampling:
                             for sampler in sampled:
@@ -163,6 +151,10 @@ async def run(
                             )
                         after = await asyncio.to_thread(trees[name].total_s)
                         cpu_s[concurrency][name] += after - before
+                        if name == "gateway":
+                            for part, tree in part_trees.items():
+                                spent = tree.total_s() - parts_before[part]
+                                part_cpu_s[concurrency][part] += spent
                         if concurrency == 1 and name == "gateway":
                             lone_ids += clients["gateway"].job_ids[known:]
                         progress.advance(task, count)
@@ -199,8 +191,12 @@ async def run(
     report["lone"]["phases_p50_ms"] = lone["phases_p50_ms"]
     report["lone"]["phases"] = sync.PHASES
     for concurrency, peaked in parts.items():
-        report["by_concurrency"][str(concurrency)]["gateway"]["peak_pss_mib_by_part"] = {
-            part: peak.peak_mib for part, peak in peaked.items()
+        row = report["by_concurrency"][str(concurrency)]["gateway"]
+        row["peak_pss_mib_by_part"] = {part: peak.peak_mib for part, peak in peaked.items()}
+        done = runs[concurrency]["gateway"].count
+        row["cpu_ms_per_pdf_by_part"] = {
+            part: round(spent * 1000 / done, 1) if done else None
+            for part, spent in part_cpu_s[concurrency].items()
         }
     return report
 
@@ -254,6 +250,25 @@ def main(
     if as_json:
         print(json.dumps(report, indent=2))
     return 1 if False in report["verdicts"].values() else 0
+
+
+async def _our_sides(
+    stack: contextlib.AsyncExitStack, logs: Path, *, pool_size: int, pages: int, polling: bool
+) -> tuple[dict[Side, _Side], dict[Side, sync.OurPath], dict[Side, sync.SyncClient]]:
+    """Our path with the hints (``gateway``) and, with ``polling``, without them."""
+    sides: dict[Side, _Side] = {}
+    paths: dict[Side, sync.OurPath] = {}
+    clients: dict[Side, sync.SyncClient] = {}
+    for name, hints in (("gateway", True), ("gateway_polling", False))[: 2 if polling else 1]:
+        folder = logs / name
+        folder.mkdir()
+        ours = await stack.enter_async_context(
+            sync.our_path(pool_size=pool_size, logs=folder, hints=hints, pages_per_browser=pages)
+        )
+        client = await stack.enter_async_context(sync.SyncClient(ours.url))
+        sides[name] = _Side(name, client.convert, ours.pids)
+        paths[name], clients[name] = ours, client
+    return sides, paths, clients
 
 
 def _load() -> list[float]:

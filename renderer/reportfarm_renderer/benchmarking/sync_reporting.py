@@ -133,6 +133,9 @@ def show(report: dict[str, Any], console: Console) -> None:
         split = rows["gateway"].get("peak_pss_mib_by_part", {})
         shown = ", ".join(f"{part} {_cell(mib, '.0f')}" for part, mib in split.items())
         console.print(f"our path's peak MiB by part at {concurrency} concurrent: {shown}")
+        split = rows["gateway"].get("cpu_ms_per_pdf_by_part", {})
+        shown = ", ".join(f"{part} {_cell(ms, '.0f')}" for part, ms in split.items())
+        console.print(f"our path's CPU ms per PDF by part at {concurrency} concurrent: {shown}")
     ratios = Table(title="gateway / gotenberg (same Chromium)")
     for column in ("concurrency", "PDFs/s", "p50", "p95", "CPU/PDF", "MiB per PDF/s"):
         ratios.add_column(column, justify="right")
