@@ -95,7 +95,7 @@ async def post_report(request: web.Request) -> web.StreamResponse:
             return refused(error)
         if isinstance(accepted, web.StreamResponse):
             return accepted
-        job_id, wait_s, hint = accepted  # the body and its data are gone: only the wait is left
+        job_id, wait_s, hint, sent = accepted  # the body and its data are gone: only the wait
         wait = min(wait_s, settings.max_wait_s)
         record = await await_record(
             client,
@@ -104,6 +104,7 @@ async def post_report(request: web.Request) -> web.StreamResponse:
             poll_s=settings.poll_s,
             gone=lambda: _gone(request),
             hint=hint,
+            look_first=not sent,
         )
     if _gone(request):  # nobody to answer: end now, which frees the tenant's in-flight slot
         request.app[METRICS].sync.labels(outcome="abandoned").inc()
@@ -113,9 +114,10 @@ async def post_report(request: web.Request) -> web.StreamResponse:
 
 async def _accept(
     request: web.Request, raw: bytes, *, stack: contextlib.ExitStack
-) -> tuple[str, float, asyncio.Event] | web.StreamResponse:
+) -> tuple[str, float, asyncio.Event, bool] | web.StreamResponse:
     """Check the job in its stored form (in a worker process), then write and send it: (its id,
-    the wait asked for, the event its done hint sets), or the error answer. Every check comes
+    the wait asked for, the event its done hint sets, whether it was sent now), or the error
+    answer. Every check comes
     before anything is written; the wait for the hint is registered before the job is sent."""
     client = request.app[CLIENT]
     settings = request.app[SETTINGS]
@@ -150,7 +152,7 @@ async def _accept(
         if not await client.blobs.create(contract.job_note_blob(job.job_id), note, _JSON):
             if await _noted_digest(client, job.job_id) != checked.note["digest"]:
                 return problem(422, "this Idempotency-Key was used with another body")
-            return job.job_id, checked.wait_s, hint  # a repeated key sends nothing new
+            return job.job_id, checked.wait_s, hint, False  # a repeated key sends nothing new
         await client.upload_files(job.job_id, checked.files)
         await client.send_encoded(job)
     else:
@@ -168,7 +170,7 @@ async def _accept(
             logger.warning("could not note job %s: %s", job.job_id, noted)
     request.app[hinting.WAKER].wake()
     request.app[METRICS].jobs.labels(lane="interactive").inc()
-    return job.job_id, checked.wait_s, hint
+    return job.job_id, checked.wait_s, hint, True
 
 
 async def _noted_digest(client: ReportFarmClient, job_id: str) -> str | None:
@@ -215,27 +217,35 @@ async def await_record(
     poll_s: float,
     gone: Callable[[], bool] = lambda: False,
     hint: asyncio.Event | None = None,
+    look_first: bool = True,
 ) -> contract.ResultRecord | None:
     """Look for the job's record until ``wait_s`` passed: first after ``poll_s``, then less and
     less often (up to 4x), so many waiting requests do not flood the blob store; at once when
-    ``hint`` is set (the renderer's done hint: reportfarm_gateway.hinting). Stops (None) as soon
-    as ``gone()`` says the client has left."""
+    ``hint`` is set (the renderer's done hint: reportfarm_gateway.hinting). The first look is at
+    once unless ``look_first`` is False (a job sent just now: it waits the first poll or the
+    hint). Stops (None) as soon as ``gone()`` says the client has left."""
     if not math.isfinite(wait_s):
         raise ValueError(f"wait_s {wait_s} is not a finite number of seconds")
     deadline = time.monotonic() + wait_s
     pause = poll_s
+    if not look_first:  # a job sent just now has no record yet: the first read waits a poll
+        await _waited(hint, until=min(deadline, time.monotonic() + pause), gone=gone)
     while not gone():
         record = await client.result(job_id)
         left = deadline - time.monotonic()
         if record is not None or left <= 0:
             return record
-        until = time.monotonic() + min(pause, left)
-        # aiohttp signals no event when a client leaves: look at its flag every 50 ms.
-        while (rest := until - time.monotonic()) > 0 and not gone():
-            if await _hinted(hint, timeout=min(rest, _GONE_CHECK_S)):
-                break
+        await _waited(hint, until=time.monotonic() + min(pause, left), gone=gone)
         pause = min(pause * 1.5, poll_s * 4)
     return None
+
+
+async def _waited(hint: asyncio.Event | None, *, until: float, gone: Callable[[], bool]) -> None:
+    """Until ``until``, the hint, or the client's leaving, whichever comes first."""
+    # aiohttp signals no event when a client leaves: look at its flag every 50 ms.
+    while (rest := until - time.monotonic()) > 0 and not gone():
+        if await _hinted(hint, timeout=min(rest, _GONE_CHECK_S)):
+            return
 
 
 async def _hinted(hint: asyncio.Event | None, *, timeout: float) -> bool:
