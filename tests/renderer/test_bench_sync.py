@@ -1,15 +1,26 @@
-"""``reportfarm bench-sync``'s arithmetic: ratios against Gotenberg, the targets' verdicts, and the
-idle farm's request counting from Azurite's debug log. Pure and cheap: the benchmark itself
-starts Azurite, a renderer, a gateway and Gotenberg (a minute or more here), so it is a command
+"""``reportfarm bench-sync``'s arithmetic: ratios against Gotenberg, the targets' verdicts, the
+idle farm's request counting from Azurite's debug log, and a process tree's CPU that never goes
+back. Cheap (seconds): the benchmark itself starts Azurite, a renderer, a gateway and Gotenberg
+(a minute or more here before its first chunk), so it is a command
 (README, "The synchronous path"), not a test; the hints it measures are tested for real in
 tests/gateway/test_sync_hints.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer.benchmarking import idling, measuring, sync_reporting
+from reportfarm_renderer.benchmarking import (
+    footprint,
+    idling,
+    measuring,
+    sync_reporting,
+    synchronous,
+)
 
 
 def _run(name: str, latencies: list[float], wall_s: float) -> measuring.Run:
@@ -120,3 +131,26 @@ def test_only_requests_past_the_start_are_counted(tmp_path: Path) -> None:
         more.write("2026-12-04T16:06:23Z info: BlobGCManager:markSweep() Got 0 extents.\n")
         more.write(line * 2)
     assert idling.count(log, start=start) == {"queue GET bulk messages": 2}
+
+
+def test_a_trees_cpu_keeps_what_an_exited_process_spent() -> None:
+    """Summing a tree's CPU went negative when a process exited between samples: TreeCpu keeps
+    each process at the most it was seen with."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; sum(range(3 * 10**7)); time.sleep(30)"]
+    )
+    tree = synchronous.TreeCpu({"me": os.getpid()})
+    try:
+        before = tree.total_s()
+        deadline = time.monotonic() + 30
+        while tree.seen.get(child.pid, 0.0) < 0.05 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            tree.total_s()
+        spent = tree.seen.get(child.pid, 0.0)
+        assert spent >= 0.05  # the child's burst was seen
+    finally:
+        child.kill()
+        child.wait()
+    after = tree.total_s()  # the child is gone from /proc now
+    assert child.pid not in footprint.descendants(os.getpid(), footprint.parents())
+    assert after >= before + spent

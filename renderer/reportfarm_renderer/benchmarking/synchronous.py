@@ -248,22 +248,8 @@ class TreeCpu:
                 self.seen[pid] = max(own, self.seen.get(pid, 0.0))
         return sum(self.seen.values())
 
-    @contextlib.asynccontextmanager
-    async def sampling(self) -> AsyncIterator[None]:
-        stop = asyncio.Event()
-
-        async def loop() -> None:
-            while not stop.is_set():
-                await asyncio.to_thread(self.total_s)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), footprint.INTERVAL_S)
-
-        task = asyncio.create_task(loop())
-        try:
-            yield
-        finally:
-            stop.set()
-            await task
+    def sampling(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return footprint.periodically(self.total_s)
 
 
 def _own_cpu_s(pid: int) -> float | None:
