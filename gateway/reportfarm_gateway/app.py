@@ -74,7 +74,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
-    app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address)  # ValueError: why
+    app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address)  # SettingsError: why
     app[hinting.WAKER] = hinting.Waker(
         targets=settings.wake, fanout=settings.wake_fanout, counter=app[METRICS].hints
     )

@@ -30,6 +30,7 @@ from aiohttp import web
 from prometheus_client import Counter
 
 from reportfarm import contract, renderer_api
+from reportfarm import settings as common
 from reportfarm_gateway.context import METRICS
 
 logger = logging.getLogger(__name__)
@@ -146,21 +147,21 @@ class Waker:
 
 def notify_address(value: str) -> str:
     """``ip:port`` as a job carries it (``[ipv6]:port``: a pod's IPv6 address from the downward
-    API comes bare); ValueError saying why when it is not one."""
+    API comes bare); SettingsError saying why when it is not one."""
     host, _, port = value.rpartition(":")
     if ":" in host and not host.startswith("["):
         value = f"[{host}]:{port}"
     try:
         contract.check_notify(value)
     except contract.ContractError as error:
-        raise ValueError(f"REPORTFARM_GATEWAY_NOTIFY_ADDRESS: {error}") from None
+        raise common.SettingsError(f"REPORTFARM_GATEWAY_NOTIFY_ADDRESS: {error}") from None
     return value
 
 
 def _host_port(target: str) -> tuple[str, int]:
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"REPORTFARM_GATEWAY_WAKE: {target!r} is not host:port")
+        raise common.SettingsError(f"REPORTFARM_GATEWAY_WAKE: {target!r} is not host:port")
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
