@@ -85,12 +85,15 @@ class Azurite:
         location: Path | None = None,
         ports: tuple[int, int, int] | None = None,
         tls: tuple[Path, Path] | None = None,
+        debug_log: Path | None = None,
     ):
         """``tls``: (certificate, key) PEM files: serve HTTPS and accept Entra ID bearer tokens
         (``--oauth basic``: Azurite checks a token's lifetime, issuer and audience, not its
         signature). The account key keeps working beside them."""
         self.location = location
         self.tls = tls
+        self.debug_log = debug_log
+        """Azurite's debug log (``--debug``): a line per request and more; counts storage calls."""
         self.blob_port, self.queue_port, self.table_port = ports or (
             free_port(),
             free_port(),
@@ -141,6 +144,8 @@ class Azurite:
             args.append("--inMemoryPersistence")
         else:
             args += ["--location", str(self.location)]
+        if self.debug_log is not None:
+            args += ["--debug", str(self.debug_log)]
         if self.tls is not None:
             args += ["--cert", str(self.tls[0]), "--key", str(self.tls[1]), "--oauth", "basic"]
         for service, port in (

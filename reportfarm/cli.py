@@ -138,6 +138,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     versus.add_argument("--samples", type=Path, default=None, help="folder for one PDF per side")
 
+    synchronous = sub.add_parser(
+        "bench-sync",
+        help="benchmark: a client waiting on POST /v1/reports vs on Gotenberg (same Chromium)",
+    )
+    synchronous.add_argument(
+        "--gotenberg-bin", type=Path, required=True, help="a binary from scripts/gotenberg/build.sh"
+    )
+    synchronous.add_argument(
+        "--concurrency", default="1,2,8,20", help="concurrent requests, comma-separated"
+    )
+    synchronous.add_argument("--jobs", type=int, default=24, help="documents per chunk (>= 2x c)")
+    synchronous.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    synchronous.add_argument("--pool-size", type=int, default=2, help="our browsers")
+    synchronous.add_argument(
+        "--pages-per-browser", type=int, default=1, help="our pages per browser (its tabs: all)"
+    )
+    synchronous.add_argument(
+        "--polling", action="store_true", help="also the gateway path without the hints"
+    )
+    synchronous.add_argument(
+        "--idle-s", type=float, default=0.0, help="then count an idle farm's storage requests"
+    )
+    synchronous.add_argument("--json", action="store_true", help="print JSON")
+    synchronous.add_argument(
+        "--plot", type=Path, default=Path("out/bench-sync.png"), help="PNG plot path"
+    )
+
     finish_bench = sub.add_parser(
         "bench-finish", help="what each finishing option (PDF/A, signing...) costs, x the print"
     )
@@ -352,6 +379,26 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             plot=args.plot,
             samples=args.samples,
             gotenberg_chromium=args.gotenberg_chromium,
+        )
+    if args.command == "bench-sync":
+        from reportfarm_renderer import bench_sync
+
+        try:
+            levels = [int(word) for word in args.concurrency.split(",") if word.strip()]
+        except ValueError:
+            print("bench-sync: --concurrency takes whole numbers, comma-separated", file=sys.stderr)
+            return 2
+        return bench_sync.main(
+            as_json=args.json,
+            gotenberg_bin=args.gotenberg_bin,
+            concurrencies=levels,
+            jobs=args.jobs,
+            rounds=args.rounds,
+            pool_size=args.pool_size,
+            polling=args.polling,
+            plot_path=args.plot,
+            idle_s=args.idle_s,
+            pages_per_browser=args.pages_per_browser,
         )
     if args.command == "bench-finish":
         from reportfarm_renderer import bench_finish

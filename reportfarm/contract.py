@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import ipaddress
 import json
 import re
 import reprlib
@@ -108,7 +109,7 @@ _PDF_TYPES: dict[str, tuple[type, ...]] = {
 }
 _JOB_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(
-        ("data_blob", "output_blob", "batch_id", "tenant", "lane", "callback_url"),
+        ("data_blob", "output_blob", "batch_id", "tenant", "lane", "callback_url", "notify"),
         _OPTIONAL_TEXT,
     ),
     "item_index": (int, type(None)),
@@ -297,6 +298,10 @@ class Job:
     finish: finishing.Finish | None = None
     """What the PDF must be when it leaves (metadata, PDF/A, files, signature, watermark,
     permissions): stages after the print; see :mod:`reportfarm.finishing`."""
+    notify: str | None = None
+    """``address:port`` (an IP address) of the gateway replica a client waits at: once the
+    job's result record is stored, the renderer POSTs :data:`DONE_PATH` there. Only a hint that
+    shortens the wait; the record stays the answer (see :func:`done_url`)."""
     version: int = SCHEMA_VERSION
 
     @property
@@ -362,6 +367,8 @@ class Job:
             or len(self.callback_url) > 2048
         ):
             raise ContractError("callback_url must be an http(s) URL of at most 2048 characters")
+        if self.notify is not None:
+            check_notify(self.notify)
 
     def to_dict(self) -> dict[str, Any]:
         """Shallow: the data is not walked or copied here (it may be large or deep)."""
@@ -400,6 +407,32 @@ class Job:
             raise ContractError(f"malformed job: {error}") from None
         job.validate()
         return job
+
+
+DONE_PATH = "/internal/v1/done/{job_id}"
+"""Where a gateway hears that a job it waits for has its result record (POST, no body, 204).
+The gateway then reads the record: a hint, never the answer, so a forged or lost one costs
+at most a read or the gateway's polling interval."""
+
+
+def check_notify(address: str) -> tuple[str, int]:
+    """``address:port`` (IPv4, or ``[IPv6]:port``) as (host, port); ContractError if not."""
+    host, _, port = address.rpartition(":")
+    try:
+        ip = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+        number = int(port)
+    except ValueError:
+        raise ContractError(f"notify {address!r} must be an IP address and port") from None
+    if not 0 < number < 65536 or (ip.version == 6) != host.startswith("["):
+        raise ContractError(f"notify {address!r} must be an IP address and port") from None
+    return str(ip), number
+
+
+def done_url(job: Job) -> str | None:
+    """The URL a renderer tells that ``job`` has its record, if its message names a gateway."""
+    if job.notify is None:
+        return None
+    return f"http://{job.notify}{DONE_PATH.format(job_id=job.job_id)}"
 
 
 def encode_message(job: Job) -> str:

@@ -33,6 +33,9 @@ class Submission:
     files: Mapping[str, bytes] | None = None
     """The job's files by name (attachments, the Factur-X XML): uploaded to
     ``attachments/<job id>/<name>`` before the job is sent."""
+    notify: str | None = None
+    """The waiting gateway's ``address:port`` (``contract.Job.notify``): a hint, set by the
+    gateway for the jobs its clients wait for."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,6 +70,7 @@ def build(item: Submission) -> contract.Job:
         tenant=item.tenant,
         lane=item.lane,
         callback_url=item.callback_url,
+        notify=item.notify,
         submitted_at=time.time(),
         finish=(
             _with_file_blobs(item.finish, job_id, item.files or {})

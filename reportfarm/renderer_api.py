@@ -29,6 +29,9 @@ HEALTHZ_PATH = "/healthz"
 READYZ_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 POOL_PATH = "/pool"
+WAKE_PATH = "/wake"
+"""``POST``: a job may be waiting on the queue: an idle renderer ends its idle pause and
+receives now (a hint: the queue stays the truth; see ``reportfarm_gateway.hinting``)."""
 MAX_POOL_SIZE = 64
 """The largest size ``PUT /pool`` accepts."""
 SIGNING_DIR = "/var/run/secrets/reportfarm/signing"

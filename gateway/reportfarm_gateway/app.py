@@ -24,7 +24,7 @@ from reportfarm import loops
 from reportfarm import settings as common
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage import accounts
-from reportfarm_gateway import batching, openapi, protocol, queries, reports
+from reportfarm_gateway import batching, hinting, openapi, protocol, queries, reports
 from reportfarm_gateway.backpressure import QueueDepths
 from reportfarm_gateway.bodies import BodyBudget
 from reportfarm_gateway.context import (
@@ -74,8 +74,13 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
+    app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address)  # SettingsError: why
+    app[hinting.WAKER] = hinting.Waker(
+        targets=settings.wake, fanout=settings.wake_fanout, counter=app[METRICS].hints
+    )
     app.cleanup_ctx.append(_storage)
     app.cleanup_ctx.append(_offloader)
+    app.cleanup_ctx.append(_waker)
     if settings.dispatcher:
         app.cleanup_ctx.append(_dispatcher)
     app.router.add_get("/healthz", healthz)
@@ -84,7 +89,13 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app.router.add_get("/openapi.json", openapi_document)
     reports.add_routes(app.router)
     batching.add_routes(app.router)
+    hinting.add_routes(app.router)
     return app
+
+
+async def _waker(app: web.Application) -> AsyncIterator[None]:
+    yield
+    await app[hinting.WAKER].close()
 
 
 async def _storage(app: web.Application) -> AsyncIterator[None]:

@@ -79,9 +79,16 @@ def refused(call: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 
 def check_report(
-    raw: bytes, *, tenant: str, key: str | None, default_wait_s: float, cpu_s: float
+    raw: bytes,
+    *,
+    tenant: str,
+    key: str | None,
+    default_wait_s: float,
+    cpu_s: float,
+    notify: str | None = None,
 ) -> CheckedReport:
-    """The body of POST /v1/reports as its job on the interactive lane, stored form."""
+    """The body of POST /v1/reports as its job on the interactive lane, stored form; ``notify``
+    is this gateway replica's address for the renderer's done hint (contract.Job.notify)."""
     body = parsing.parse(raw, cpu_s=cpu_s)
     if not isinstance(body, dict):
         raise BadRequest("the body is a JSON object")
@@ -114,6 +121,7 @@ def check_report(
             tenant=tenant,
             lane="interactive",
             callback_url=callback_url,
+            notify=notify,
         )
     )
     canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

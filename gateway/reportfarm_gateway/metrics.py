@@ -44,6 +44,13 @@ class GatewayMetrics:
             ["outcome"],
             registry=r,
         )
+        self.hints = Counter(
+            "reportfarm_gateway_hints",
+            "Hints of the synchronous path: wake (sent to a renderer, or failed) and done (heard "
+            "from a renderer: woke a waiting request, or nobody waited here).",
+            ["kind", "outcome"],
+            registry=r,
+        )
         self.in_flight = Gauge(
             "reportfarm_gateway_requests_in_flight", "Requests being answered now.", registry=r
         )

@@ -15,6 +15,7 @@ id: reportfarm_gateway.tenancy). Another tenant's job and no job are the same 40
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -27,7 +28,7 @@ from aiohttp import web
 
 from reportfarm import batches, contract, netpolicy
 from reportfarm.client import ReportFarmClient
-from reportfarm_gateway import bodies, checking, content_type, tenancy
+from reportfarm_gateway import bodies, checking, content_type, hinting, tenancy
 from reportfarm_gateway.context import (
     BODIES,
     CLIENT,
@@ -83,30 +84,41 @@ def idempotency_key(request: web.Request) -> str | None:
 async def post_report(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     client = request.app[CLIENT]
-    try:
-        content_type.require(request, content_type.JSON)
-        async with bodies.received(
-            request, request.app[BODIES], tenant=request[TENANT], limit=settings.max_body_bytes
-        ) as raw:
-            accepted = await _accept(request, raw)
-    except bodies.BodyError as error:
-        return refused(error)
-    if isinstance(accepted, web.StreamResponse):
-        return accepted
-    job_id, wait_s = accepted  # the body and its data are gone: only the wait is left
-    wait = min(wait_s, settings.max_wait_s)
-    record = await await_record(
-        client, job_id, wait_s=wait, poll_s=settings.poll_s, gone=lambda: _gone(request)
-    )
+    with contextlib.ExitStack() as stack:  # the done hint's registration, while the job runs
+        try:
+            content_type.require(request, content_type.JSON)
+            async with bodies.received(
+                request, request.app[BODIES], tenant=request[TENANT], limit=settings.max_body_bytes
+            ) as raw:
+                accepted = await _accept(request, raw, stack=stack)
+        except bodies.BodyError as error:
+            return refused(error)
+        if isinstance(accepted, web.StreamResponse):
+            return accepted
+        job_id, wait_s, hint, sent = accepted  # the body and its data are gone: only the wait
+        wait = min(wait_s, settings.max_wait_s)
+        record = await await_record(
+            client,
+            job_id,
+            wait_s=wait,
+            poll_s=settings.poll_s,
+            gone=lambda: _gone(request),
+            hint=hint,
+            look_first=not sent,
+        )
     if _gone(request):  # nobody to answer: end now, which frees the tenant's in-flight slot
         request.app[METRICS].sync.labels(outcome="abandoned").inc()
         return web.Response(status=CLIENT_GONE)  # never sent; counted in the request metrics
     return await _answer(request, job_id, record)
 
 
-async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.StreamResponse:
+async def _accept(
+    request: web.Request, raw: bytes, *, stack: contextlib.ExitStack
+) -> tuple[str, float, asyncio.Event, bool] | web.StreamResponse:
     """Check the job in its stored form (in a worker process), then write and send it: (its id,
-    the wait asked for), or the error answer. Every check comes before anything is written."""
+    the wait asked for, the event its done hint sets, whether it was sent now), or the error
+    answer. Every check comes
+    before anything is written; the wait for the hint is registered before the job is sent."""
     client = request.app[CLIENT]
     settings = request.app[SETTINGS]
     tenant = request[TENANT]
@@ -119,6 +131,7 @@ async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.S
             key=idempotency_key(request),
             default_wait_s=settings.default_wait_s,
             cpu_s=settings.parse_cpu_s,
+            notify=request.app[hinting.WAITERS].address,
         )
         if isinstance(checked, checking.Refusal):
             return problem(checked.status, checked.detail)
@@ -133,12 +146,13 @@ async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.S
     if answer is not None:
         return answer
     job = checked.job
+    hint = stack.enter_context(request.app[hinting.WAITERS].waiting(job.job_id))
     note = json.dumps(checked.note).encode("utf-8")
     if checked.keyed:  # the first request with this key owns the job id (a conditional write)
         if not await client.blobs.create(contract.job_note_blob(job.job_id), note, _JSON):
             if await _noted_digest(client, job.job_id) != checked.note["digest"]:
                 return problem(422, "this Idempotency-Key was used with another body")
-            return job.job_id, checked.wait_s  # a repeated key sends nothing new
+            return job.job_id, checked.wait_s, hint, False  # a repeated key sends nothing new
         await client.upload_files(job.job_id, checked.files)
         await client.send_encoded(job)
     else:
@@ -154,8 +168,9 @@ async def _accept(request: web.Request, raw: bytes) -> tuple[str, float] | web.S
             raise sent
         if isinstance(noted, BaseException):
             logger.warning("could not note job %s: %s", job.job_id, noted)
+    request.app[hinting.WAKER].wake()
     request.app[METRICS].jobs.labels(lane="interactive").inc()
-    return job.job_id, checked.wait_s
+    return job.job_id, checked.wait_s, hint, True
 
 
 async def _noted_digest(client: ReportFarmClient, job_id: str) -> str | None:
@@ -201,25 +216,48 @@ async def await_record(
     wait_s: float,
     poll_s: float,
     gone: Callable[[], bool] = lambda: False,
+    hint: asyncio.Event | None = None,
+    look_first: bool = True,
 ) -> contract.ResultRecord | None:
     """Look for the job's record until ``wait_s`` passed: first after ``poll_s``, then less and
-    less often (up to 4x), so many waiting requests do not flood the blob store. Stops (None)
-    as soon as ``gone()`` says the client has left."""
+    less often (up to 4x), so many waiting requests do not flood the blob store; at once when
+    ``hint`` is set (the renderer's done hint: reportfarm_gateway.hinting). The first look is at
+    once unless ``look_first`` is False (a job sent just now: it waits the first poll or the
+    hint). Stops (None) as soon as ``gone()`` says the client has left."""
     if not math.isfinite(wait_s):
         raise ValueError(f"wait_s {wait_s} is not a finite number of seconds")
     deadline = time.monotonic() + wait_s
     pause = poll_s
+    if not look_first:  # a job sent just now has no record yet: the first read waits a poll
+        await _waited(hint, until=min(deadline, time.monotonic() + pause), gone=gone)
     while not gone():
         record = await client.result(job_id)
         left = deadline - time.monotonic()
         if record is not None or left <= 0:
             return record
-        until = time.monotonic() + min(pause, left)
-        # aiohttp signals no event when a client leaves: look at its flag every 50 ms.
-        while (rest := until - time.monotonic()) > 0 and not gone():  # noqa: ASYNC110
-            await asyncio.sleep(min(rest, _GONE_CHECK_S))
+        await _waited(hint, until=time.monotonic() + min(pause, left), gone=gone)
         pause = min(pause * 1.5, poll_s * 4)
     return None
+
+
+async def _waited(hint: asyncio.Event | None, *, until: float, gone: Callable[[], bool]) -> None:
+    """Until ``until``, the hint, or the client's leaving, whichever comes first."""
+    # aiohttp signals no event when a client leaves: look at its flag every 50 ms.
+    while (rest := until - time.monotonic()) > 0 and not gone():
+        if await _hinted(hint, timeout=min(rest, _GONE_CHECK_S)):
+            return
+
+
+async def _hinted(hint: asyncio.Event | None, *, timeout: float) -> bool:
+    """Wait up to ``timeout`` for the hint; whether it came (it is cleared for the next one)."""
+    if hint is None:
+        await asyncio.sleep(timeout)
+        return False
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(hint.wait(), timeout=timeout)
+    came = hint.is_set()
+    hint.clear()
+    return came
 
 
 async def _pdf(request: web.Request, record: contract.ResultRecord) -> web.Response:

@@ -44,7 +44,19 @@ class GatewaySettings(common.FromEnv):
     """REPORTFARM_GATEWAY_MAX_WAIT_S: the longest ``wait_s`` honoured."""
     poll_s: float = 0.1
     """When a waiting request first looks for its result record; then less and less often, up
-    to 4x this (see reports.await_record)."""
+    to 4x this (see reports.await_record). A done hint reads it at once (notify_address)."""
+    wake: tuple[str, ...] = common.setting("REPORTFARM_GATEWAY_WAKE", ())
+    """REPORTFARM_GATEWAY_WAKE: ``host:port`` list where renderers listen (each host resolved
+    to all its addresses: the pool's headless Service, ``<pool>-metrics:8080``); after sending a
+    synchronous report the gateway wakes ``wake_fanout`` of them. Empty: no wake hints."""
+    wake_fanout: int = common.setting("REPORTFARM_GATEWAY_WAKE_FANOUT", 2, minimum=1)
+    """REPORTFARM_GATEWAY_WAKE_FANOUT: renderers woken per synchronous report (picked at random;
+    each wake costs an idle renderer one receive)."""
+    notify_address: str | None = common.setting("REPORTFARM_GATEWAY_NOTIFY_ADDRESS", None)
+    """REPORTFARM_GATEWAY_NOTIFY_ADDRESS: ``ip:port`` where renderers reach this replica (the
+    chart: the pod's IP and the gateway's port), put in each synchronous job so its renderer
+    says when the record is stored. Unset: no done hints (the wait polls). Renderers older than
+    this field refuse jobs that carry it: upgrade them first."""
     max_batch_items: int = common.setting("REPORTFARM_GATEWAY_MAX_BATCH_ITEMS", 10_000, minimum=1)
     """REPORTFARM_GATEWAY_MAX_BATCH_ITEMS: items in one POST /v1/batches."""
     max_body_bytes: int = common.setting(

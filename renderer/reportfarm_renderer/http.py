@@ -10,6 +10,9 @@ Its port, paths and ``/pool`` body are the renderer's contract, ``reportfarm.ren
 - ``PUT /pool`` with ``{"size": N}`` (``renderer_api.pool_body``): resize the pool now, without
   a restart. This is how the operator changes browsers per pod within seconds. With an admin
   token set, it needs ``Authorization: Bearer <token>``.
+- ``POST /wake``: a job may be waiting on the queue (the gateway's hint, see
+  ``reportfarm_gateway.hinting``): an idle worker ends its idle pause and receives now. 204; no
+  effect on a busy or draining worker.
 """
 
 from __future__ import annotations
@@ -49,7 +52,15 @@ def create_app(parts: Parts) -> web.Application:
     app.router.add_get(renderer_api.METRICS_PATH, metrics)
     app.router.add_get(renderer_api.POOL_PATH, get_pool)
     app.router.add_put(renderer_api.POOL_PATH, put_pool)
+    app.router.add_post(renderer_api.WAKE_PATH, wake)
     return app
+
+
+async def wake(request: web.Request) -> web.Response:
+    parts = request.app[PARTS]
+    idle = parts.worker is not None and parts.worker.wake()
+    parts.metrics.hints.labels(kind="wake", outcome="idle" if idle else "busy").inc()
+    return web.Response(status=204)
 
 
 async def healthz(request: web.Request) -> web.Response:

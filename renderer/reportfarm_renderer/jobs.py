@@ -26,6 +26,7 @@ from reportfarm.storage.queueing import Delivery, JobQueue
 from reportfarm_renderer import finishing, output, templates
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.finishing import fonts, keys, watermark
+from reportfarm_renderer.hints import DoneHints
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
 
@@ -71,6 +72,7 @@ class JobRunner:
         metrics: RendererMetrics,
         events: JobQueue | None = None,
         signer: signing.Signer | None = None,
+        hints: DoneHints | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -81,6 +83,8 @@ class JobRunner:
         self.metrics = metrics
         self.signer = signer
         """The farm's signing key (a mounted Secret), for jobs that ask for a signature."""
+        self.hints = hints or DoneHints(counter=metrics.hints)
+        """Done hints to the gateway a client waits at (jobs that name one)."""
 
     async def run(self, lease: Lease) -> Outcome:
         delivery = lease.delivery
@@ -181,6 +185,7 @@ class JobRunner:
             record.output_blob, record.output_bytes = job.output, size
             await self.blobs.put_result(record)
             await self._announce(record)
+            self.hints.send(job)
         return size
 
     async def _finish_pdf(
@@ -328,6 +333,7 @@ class JobRunner:
             record.error_kind = "exhausted" if exhausted else "permanent"
             await self.blobs.put_result(record)
             await self._announce(record)
+            self.hints.send(job)
         original_blob = None
         if len(delivery.content) > contract.POISON_INLINE_LIMIT:  # keep it whole, nothing lost
             original_blob = contract.poison_original_blob(delivery.message_id)

@@ -46,6 +46,13 @@ class RendererMetrics:
             buckets=_WAIT_BUCKETS,
             registry=r,
         )
+        self.hints = Counter(
+            "reportfarm_hints",
+            "Hints of the synchronous path: wake (heard: ended an idle pause, or found the worker "
+            "busy) and done (sent to the waiting gateway, or failed).",
+            ["kind", "outcome"],
+            registry=r,
+        )
         self.poisoned = Counter(
             "reportfarm_poison_messages",
             "Messages moved to the poison queue, by reason kind.",

@@ -118,6 +118,7 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             events=events,
             signer=signer,
         )
+        stack.push_async_callback(runner.hints.close)
         worker = QueueWorker(
             runner=runner,
             lanes=lanes,

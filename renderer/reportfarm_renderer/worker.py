@@ -7,6 +7,9 @@
 - A lease keeper extends every running job's visibility at a third of the visibility timeout,
   so a render longer than the timeout is never delivered twice.
 - Storage outages: each failed receive backs off (with jitter) and the loop goes on.
+- ``wake()`` (``POST /wake``, the gateway's hint that a job a client waits for is on the lane)
+  ends an idle pause at once, at most once per :data:`WAKE_GAP_S`; it never ends a failure's
+  backoff, and a lost one costs the idle pause it would have cut.
 - ``drain()``: stop receiving, let running jobs finish within the grace period, then make what is
   left visible again at once (visibility 0) so another pod takes it. Jobs a receive still in
   flight brings back are run too, within the same grace period: handing them back made each a
@@ -39,6 +42,11 @@ per browser, on top of the jobs that need one; a storage that slows down cannot 
 worker hoard messages."""
 
 
+WAKE_GAP_S = 0.02
+"""A wake starts a receive at least this long after the last one began: a flood of wakes costs at
+most 50 receives a second."""
+
+
 class QueueWorker:
     def __init__(
         self,
@@ -69,6 +77,10 @@ class QueueWorker:
         self._not_receiving.set()
         self._room = asyncio.Event()
         self._pacing = backoff.Pacing(poll_max_s=poll_max_s)
+        self._woken = asyncio.Event()
+        self._received_at = 0.0
+        self.wakes = 0
+        """Wakes that ended an idle pause (a receive began sooner than its pacing said)."""
 
     @property
     def running(self) -> int:
@@ -103,6 +115,8 @@ class QueueWorker:
                     await self._wait_for_room()
                     continue
                 self._not_receiving.clear()
+                self._woken.clear()  # a wake from now on may be for a job this receive misses
+                self._received_at = time.monotonic()
                 try:
                     received = await self._receive(wanted)
                 finally:
@@ -204,9 +218,24 @@ class QueueWorker:
         for future in (stop, room):
             future.cancel()
 
+    def wake(self) -> bool:
+        """A job may be waiting: end an idle pause now (see the module's docstring). Whether
+        the worker was idle (pausing between empty receives) when the wake came."""
+        self._woken.set()
+        return self._pacing.idle_s > 0 and not self._stopping.is_set()
+
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+        waits = [asyncio.ensure_future(self._stopping.wait())]
+        if not self._pacing.failures:  # a storage outage's backoff is kept
+            waits.append(asyncio.ensure_future(self._woken.wait()))
+        done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        for future in waits:
+            future.cancel()
+        if done and not self._stopping.is_set():
+            self.wakes += 1
+            gap = WAKE_GAP_S - (time.monotonic() - self._received_at)
+            if gap > 0:
+                await asyncio.sleep(gap)
 
     async def _keep_leases(self) -> None:
         every = max(1.0, self.visibility_timeout / 3)

@@ -468,6 +468,33 @@ def test_gateway_lints_clean_with_its_ingress(helm: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_gateway_hints_reach_the_pools_renderers_and_this_replica(helm: Path) -> None:
+    """The wake goes to the pool's headless Service (the operator's name for it); the done hint
+    comes back to the replica's pod IP; each can be turned off."""
+    from reportfarm_operator import specs
+
+    from reportfarm import renderer_api
+
+    def gateway_env(*sets: str) -> dict[str, dict[str, Any]]:
+        docs = render(helm, *GATEWAY_ON, *sets)
+        deployment = next(
+            d
+            for d in docs
+            if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("gateway")
+        )
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        return {e["name"]: e for e in container["env"]}
+
+    env = gateway_env("gateway.hints.pool=invoices")
+    service = specs.Names("invoices").service
+    assert env["REPORTFARM_GATEWAY_WAKE"]["value"] == f"{service}.farm.svc:{renderer_api.PORT}"
+    assert env["REPORTFARM_GATEWAY_WAKE_FANOUT"]["value"] == "2"
+    assert env["REPORTFARM_POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["REPORTFARM_GATEWAY_NOTIFY_ADDRESS"]["value"] == "$(REPORTFARM_POD_IP):8000"
+    off = gateway_env("gateway.hints.notify=false")
+    assert not {"REPORTFARM_GATEWAY_WAKE", "REPORTFARM_GATEWAY_NOTIFY_ADDRESS"} & set(off)
+
+
 def test_gateway_deployment_reads_tokens_and_storage_from_secrets(helm: Path) -> None:
     docs = render(helm, *GATEWAY_ON, "gateway.webhookSecretsRef.name=hooks")
     gateway = [d for d in docs if d["metadata"]["name"] == "rf-reportfarm-gateway"]
@@ -480,7 +507,9 @@ def test_gateway_deployment_reads_tokens_and_storage_from_secrets(helm: Path) ->
     assert container["image"].startswith("ghcr.io/reportfarm/gateway:")
     env = {e["name"]: e for e in container["env"]}
     secret = {
-        name: env[name]["valueFrom"]["secretKeyRef"] for name in env if "valueFrom" in env[name]
+        name: env[name]["valueFrom"]["secretKeyRef"]
+        for name in env
+        if "secretKeyRef" in env[name].get("valueFrom", {})
     }
     assert secret == {
         "AZURE_STORAGE_CONNECTION_STRING": {

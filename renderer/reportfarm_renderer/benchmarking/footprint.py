@@ -165,24 +165,9 @@ class Peak:
             self.alone_peak_bytes = max(self.alone_peak_bytes, anon + self._files)
         self.samples += 1
 
-    @contextlib.asynccontextmanager
-    async def sampling(self) -> AsyncIterator[None]:
-        """Sample every :data:`INTERVAL_S` (in a thread: /proc reads block) while inside."""
-        stop = asyncio.Event()
-
-        async def loop() -> None:
-            while not stop.is_set():
-                await asyncio.to_thread(self.sample)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), INTERVAL_S)
-
-        task = asyncio.create_task(loop())
-        try:
-            yield
-        finally:
-            stop.set()
-            await task
-            await asyncio.to_thread(self.sample)  # the state at the end counts too
+    def sampling(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Sample every :data:`INTERVAL_S` while inside, and once at the end."""
+        return periodically(self.sample)
 
     @property
     def peak_mib(self) -> float | None:
@@ -194,3 +179,24 @@ class Peak:
         if self._hidden or not self.samples or not self.alone_peak_bytes:
             return None
         return round(self.alone_peak_bytes / MIB, 1)
+
+
+@contextlib.asynccontextmanager
+async def periodically(sample: Callable[[], object]) -> AsyncIterator[None]:
+    """Call ``sample`` every :data:`INTERVAL_S` (in a thread: /proc reads block) while inside,
+    and once more at the end (the state at the end counts too)."""
+    stop = asyncio.Event()
+
+    async def loop() -> None:
+        while not stop.is_set():
+            await asyncio.to_thread(sample)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), INTERVAL_S)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+        await asyncio.to_thread(sample)

@@ -1,0 +1,163 @@
+"""The synchronous path's hints: the gateway wakes an idle renderer, the renderer tells the waiting
+gateway replica its job is done. Real Chromium, Azurite, renderer and gateway on loopback.
+
+The hints only shorten waits: with them a report comes back long before the gateway's polling
+would have read its record; without them (lost, refused, forged) nothing is lost."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from reportfarm_gateway import app as gateway_app
+from reportfarm_gateway import context, hinting, protocol
+from reportfarm_renderer import service
+
+from reportfarm import contract
+from reportfarm.settings import StorageSettings
+
+from ..renderer.conftest import pdf_text, renderer_settings, wait_for
+from .conftest import Gateway, auth, gateway_settings
+
+pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
+
+SLOW_POLL_S = 60.0
+"""The gateway's first look at the record after this (and the renderer's longest idle pause):
+without the hints a report could not come back before it."""
+
+
+async def _until(check: Callable[[], bool], *, timeout: float, every: float = 0.2) -> None:
+    async def checked() -> bool:
+        return check()
+
+    await wait_for(checked, timeout=timeout, every=every)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def _gateway(
+    store: StorageSettings, *, port: int, **overrides: object
+) -> AsyncIterator[Gateway]:
+    application = gateway_app.create_app(gateway_settings(store, port=port, **overrides))
+    runner = protocol.AppRunner(application, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host="127.0.0.1", port=port).start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            yield Gateway(f"http://127.0.0.1:{port}", application, http)
+    finally:
+        await runner.cleanup()
+
+
+async def test_hints_bring_the_pdf_back_long_before_polling_would(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    settings = renderer_settings(storage, template_dir, poll_max_s=SLOW_POLL_S)
+    async with service.running(settings) as renderer:
+        worker = renderer.worker
+        await _until(lambda: worker._pacing.idle_s >= 0.4, timeout=30, every=0.05)
+        port = _free_port()
+        async with _gateway(
+            storage,
+            port=port,
+            poll_s=SLOW_POLL_S,
+            wake=(f"localhost:{renderer.port}",),
+            notify_address=f"127.0.0.1:{port}",
+        ) as gateway:
+            body = {"template": "plain", "data": {"name": "王小明"}, "wait_s": 2 * SLOW_POLL_S}
+            started = time.monotonic()
+            async with gateway.http.post(
+                gateway.at("/v1/reports"), json=body, headers=auth()
+            ) as response:
+                assert response.status == 200, await response.text()
+                pdf = await response.read()
+            took = time.monotonic() - started
+            waker = gateway.app[hinting.WAKER]
+            assert waker.sent >= 1 and waker.failed == 0
+            assert len(gateway.app[hinting.WAITERS]) == 0  # nobody left registered
+            heard = gateway.app[context.METRICS].registry.get_sample_value(
+                "reportfarm_gateway_hints_total", {"kind": "done", "outcome": "woke"}
+            )
+            assert heard == 1
+    assert "王小明" in pdf_text(pdf)
+    assert worker.wakes >= 1
+    woken = renderer.parts.metrics.registry.get_sample_value(
+        "reportfarm_hints_total", {"kind": "wake", "outcome": "idle"}
+    )
+    assert woken is not None and woken >= 1
+    # Generous: a report takes well under a second here; polling would have taken a minute.
+    assert took < SLOW_POLL_S / 2, took
+
+
+async def test_lost_hints_cost_only_the_polling_they_would_have_saved(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    nobody = _free_port()  # nothing listens there: every hint is lost
+    async with service.running(renderer_settings(storage, template_dir)) as renderer:
+        async with _gateway(
+            storage,
+            port=_free_port(),
+            wake=(f"127.0.0.1:{nobody}",),
+            notify_address=f"127.0.0.1:{nobody}",
+        ) as gateway:
+            body = {"template": "plain", "data": {"name": "x"}, "wait_s": 60}
+            async with gateway.http.post(
+                gateway.at("/v1/reports"), json=body, headers=auth()
+            ) as response:
+                assert response.status == 200, await response.text()
+                assert (await response.read()).startswith(b"%PDF")
+            waker = gateway.app[hinting.WAKER]
+            await _until(lambda: waker.failed >= 1, timeout=10)
+            assert waker.sent == 0
+        await _until(lambda: renderer.worker.runner.hints.failed >= 1, timeout=10)
+
+
+async def test_a_forged_done_hint_answers_nothing_and_changes_nothing(
+    storage: StorageSettings,
+) -> None:
+    async with _gateway(storage, port=_free_port()) as gateway:
+        for job_id in ("nosuch", "acme-123", "x" * 500):
+            async with gateway.http.post(
+                gateway.at(contract.DONE_PATH.format(job_id=job_id))
+            ) as response:
+                assert response.status == 204
+                assert await response.read() == b""
+        assert len(gateway.app[hinting.WAITERS]) == 0
+        async with gateway.http.get(gateway.at("/v1/reports/nosuch"), headers=auth()) as state:
+            assert state.status == 404
+
+
+@pytest.mark.parametrize(
+    ("address", "valid"),
+    [
+        pytest.param("10.1.2.3:8000", True, id="ipv4"),
+        pytest.param("[fd00::1]:8000", True, id="ipv6"),
+        pytest.param("fd00::1:8000", False, id="ipv6-without-brackets"),
+        pytest.param("gateway:8000", False, id="a-name"),
+        pytest.param("10.1.2.3", False, id="no-port"),
+        pytest.param("10.1.2.3:0", False, id="port-0"),
+        pytest.param("10.1.2.3:65536", False, id="port-too-big"),
+        pytest.param("10.1.2.3:80/x", False, id="a-path"),
+        pytest.param("http://10.1.2.3:80", False, id="a-url"),
+    ],
+)
+def test_a_job_names_its_gateway_by_ip_and_port_only(address: str, valid: bool) -> None:
+    job = contract.Job(job_id=contract.JobId("j1"), template="plain", data={}, notify=address)
+    if valid:
+        decoded = contract.decode_message(contract.encode_message(job))
+        assert decoded.notify == address
+        assert contract.done_url(decoded) == f"http://{address}/internal/v1/done/j1"
+    else:
+        with pytest.raises(contract.ContractError, match="notify"):
+            contract.encode_message(job)

@@ -1,0 +1,156 @@
+"""``reportfarm bench-sync``'s arithmetic: ratios against Gotenberg, the targets' verdicts, the
+idle farm's request counting from Azurite's debug log, and a process tree's CPU that never goes
+back. Cheap (seconds): the benchmark itself starts Azurite, a renderer, a gateway and Gotenberg
+(a minute or more here before its first chunk), so it is a command
+(README, "The synchronous path"), not a test; the hints it measures are tested for real in
+tests/gateway/test_sync_hints.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from reportfarm_renderer.benchmarking import (
+    footprint,
+    idling,
+    measuring,
+    sync_reporting,
+    synchronous,
+)
+
+
+def _run(name: str, latencies: list[float], wall_s: float) -> measuring.Run:
+    run = measuring.Run(name, latencies_s=latencies, wall_s=wall_s)
+    run.valid = len(latencies)
+    return run
+
+
+def _report(ours_s: float, theirs_s: float, *, lone: list[float]) -> dict[str, object]:
+    runs = {
+        c: {
+            "gateway": _run("gateway", [ours_s] * 10, ours_s * 10 / c),
+            "gotenberg": _run("gotenberg", [theirs_s] * 10, theirs_s * 10 / c),
+        }
+        for c in (1, 2, 8)
+    }
+    cpu_s = {c: {"gateway": 1.0, "gotenberg": 2.0} for c in runs}
+    peaks: dict[int, dict[str, object]] = {c: {} for c in runs}
+    for c in runs:
+        for name, mib in (("gateway", 300), ("gotenberg", 150)):
+            peaks[c][name] = _Peak(mib)
+    return sync_reporting.build(
+        runs=runs,
+        cpu_s=cpu_s,
+        peaks=peaks,  # type: ignore[arg-type]
+        print_upload=lone,
+        parameters={},
+    )
+
+
+class _Peak:
+    """A stand-in for footprint.Peak: only its peak is read."""
+
+    def __init__(self, mib: float) -> None:
+        self.peak_mib = mib
+
+
+def test_twice_as_fast_at_twice_the_memory_meets_the_rate_and_misses_nothing_else() -> None:
+    report = _report(0.1, 0.2, lone=[0.09] * 10)
+    ratios = report["ratios"]["2"]  # type: ignore[index]
+    assert ratios["gateway/pdf_per_s"] == 2.0
+    assert ratios["gateway/p50_ms"] == 0.5
+    assert ratios["gateway/cpu_ms_per_pdf"] == 0.5
+    assert ratios["gateway/mib_per_pdf_per_s"] == 1.0  # 2x the memory, 2x the PDFs/s
+    assert report["lone"]["ratio"] == pytest.approx(1.11, abs=0.01)  # type: ignore[index]
+    assert sync_reporting.verdicts(report) == {  # type: ignore[arg-type]
+        "pdf_per_s_at_2": True,
+        "pdf_per_s_at_8": True,
+        "p50_at_most": True,
+        "mib_per_pdf_per_s_at_most": True,
+        "lone_vs_print_and_upload_at_most": True,
+    }
+
+
+def test_as_fast_as_gotenberg_misses_every_ratio_target() -> None:
+    report = _report(0.2, 0.2, lone=[0.1] * 10)
+    verdicts = sync_reporting.verdicts(report)  # type: ignore[arg-type]
+    assert verdicts["pdf_per_s_at_2"] is False and verdicts["pdf_per_s_at_8"] is False
+    assert verdicts["p50_at_most"] is False
+    assert verdicts["mib_per_pdf_per_s_at_most"] is False  # 2x the memory at the same rate
+    assert verdicts["lone_vs_print_and_upload_at_most"] is False  # 2x its print + upload
+
+
+def test_a_target_not_measured_is_neither_met_nor_missed() -> None:
+    report = _report(0.1, 0.2, lone=[])
+    assert sync_reporting.verdicts(report)["lone_vs_print_and_upload_at_most"] is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("service", "method", "url", "kind"),
+    [
+        pytest.param(
+            "Queue",
+            "GET",
+            "http://127.0.0.1/devstoreaccount1/bench-interactive/messages?numofmessages=3",
+            "queue GET interactive messages",
+            id="receive",
+        ),
+        pytest.param(
+            "Queue",
+            "GET",
+            "http://127.0.0.1/devstoreaccount1/bench-interactive?comp=metadata",
+            "queue GET interactive metadata",
+            id="depth",
+        ),
+        pytest.param(
+            "Blob",
+            "PUT",
+            "http://127.0.0.1/devstoreaccount1/bench/results/job-1.json",
+            "blob PUT (farm) results",
+            id="record",
+        ),
+    ],
+)
+def test_requests_are_counted_by_kind(service: str, method: str, url: str, kind: str) -> None:
+    assert idling.kind(service, method, url) == kind
+
+
+def test_only_requests_past_the_start_are_counted(tmp_path: Path) -> None:
+    line = (
+        "2026-12-04T16:06:22.299Z id info: QueueStorageContextMiddleware: RequestMethod=GET "
+        "RequestURL=http://127.0.0.1/devstoreaccount1/bench-bulk/messages?x=1 RequestHeaders:{}\n"
+    )
+    log = tmp_path / "debug.log"
+    log.write_text(line * 3)
+    start = log.stat().st_size
+    with log.open("a") as more:
+        more.write("2026-12-04T16:06:23Z info: BlobGCManager:markSweep() Got 0 extents.\n")
+        more.write(line * 2)
+    assert idling.count(log, start=start) == {"queue GET bulk messages": 2}
+
+
+def test_a_trees_cpu_keeps_what_an_exited_process_spent() -> None:
+    """Summing a tree's CPU went negative when a process exited between samples: TreeCpu keeps
+    each process at the most it was seen with."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; sum(range(3 * 10**7)); time.sleep(30)"]
+    )
+    tree = synchronous.TreeCpu({"me": os.getpid()})
+    try:
+        before = tree.total_s()
+        deadline = time.monotonic() + 30
+        while tree.seen.get(child.pid, 0.0) < 0.05 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            tree.total_s()
+        spent = tree.seen.get(child.pid, 0.0)
+        assert spent >= 0.05  # the child's burst was seen
+    finally:
+        child.kill()
+        child.wait()
+    after = tree.total_s()  # the child is gone from /proc now
+    assert child.pid not in footprint.descendants(os.getpid(), footprint.parents())
+    assert after >= before + spent
