@@ -26,6 +26,7 @@ from reportfarm.storage import errors as storage_errors
 from reportfarm.storage.queueing import MAX_BATCH, JobQueue
 from reportfarm_renderer import lanes as lanes_module
 from reportfarm_renderer import pool as pooling
+from reportfarm_renderer import starting
 from reportfarm_renderer.jobs import JobRunner, Lease
 from reportfarm_renderer.metrics import RendererMetrics
 
@@ -50,6 +51,7 @@ class QueueWorker:
         visibility_timeout: int,
         poll_max_s: float = 1.0,
         interactive_weight: int = 3,
+        timeline: starting.Timeline | None = None,
     ) -> None:
         self.runner = runner
         self.lanes = lanes
@@ -69,6 +71,8 @@ class QueueWorker:
         self._not_receiving.set()
         self._room = asyncio.Event()
         self._pacing = backoff.Pacing(poll_max_s=poll_max_s)
+        self.timeline = timeline or starting.Timeline.from_now()
+        """The start's phases: ready (the first receive answered), first_receive, first_stored."""
 
     @property
     def running(self) -> int:
@@ -170,6 +174,9 @@ class QueueWorker:
         if ended := self._pacing.received(len(leases)):
             logger.info("queues reachable again after %d failures", ended)
         self.queue_ready, self.last_error = True, None
+        self.timeline.mark("ready")
+        if leases:
+            self.timeline.mark("first_receive")
         return leases
 
     def _start(self, lease: Lease) -> None:
@@ -181,7 +188,10 @@ class QueueWorker:
 
     async def _run_job(self, lease: Lease) -> object:
         try:
-            return await self.runner.run(lease)
+            outcome = await self.runner.run(lease)
+            if outcome == "succeeded":
+                self.timeline.mark("first_stored")
+            return outcome
         except asyncio.CancelledError:
             raise
         except Exception:
