@@ -19,7 +19,7 @@ from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
-from reportfarm_renderer import browser, http, network, templates
+from reportfarm_renderer import browser, http, network, starting, templates
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.finishing import keys
 from reportfarm_renderer.jobs import JobRunner
@@ -47,8 +47,14 @@ class Renderer:
 
 
 @contextlib.asynccontextmanager
-async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
-    """Start everything; on exit, drain the worker within the grace period and stop."""
+async def running(
+    settings: RendererSettings, *, timeline: starting.Timeline | None = None
+) -> AsyncIterator[Renderer]:
+    """Start everything; on exit, drain the worker within the grace period and stop.
+
+    The first browser launches while storage is opened, and the renderer takes jobs as soon as it
+    can print: the pool's other browsers launch in the background (the pool's resize)."""
+    timeline = timeline or starting.Timeline.from_now()
     if not settings.storage.configured:
         raise SystemExit(
             f"neither {common.CONNECTION_STRING_VAR} nor {common.ACCOUNT_URL_VAR} is set (a worker "
@@ -56,15 +62,6 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
         )
     catalog = templates.TemplateCatalog.load(settings.templates)
     logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
-    # The signing key is read once, before any browser starts: a key that cannot be used stops
-    # the renderer here, with its reason, instead of failing every job that asks for a signature.
-    signer = await asyncio.to_thread(
-        functools.partial(keys.load, settings.signing_dir, timestamp_url=settings.tsa_url)
-    )
-    if signer is None:
-        logger.info("signing: off (no %s in %s)", keys.KEY_FILE, settings.signing_dir)
-    else:
-        logger.info("signing: on, %s", signer.describe())
     metrics = RendererMetrics()
     parts = http.Parts(metrics=metrics, admin_token=settings.admin_token)
     async with contextlib.AsyncExitStack() as stack:
@@ -76,11 +73,10 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             ),
             launch_timeout=settings.launch_timeout,
         )
-        await launcher.start()
         stack.push_async_callback(launcher.close)
         pool = pooling.BrowserPool(
             functools.partial(launcher.new_worker, pages=settings.pages_per_browser),
-            size=settings.pool_size,
+            size=min(settings.pool_size, 1),
             pages_per_worker=settings.pages_per_browser,
             borrow_timeout=settings.borrow_timeout,
             launch_timeout=settings.launch_timeout,
@@ -89,11 +85,19 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             recycle_rss_bytes=settings.recycle_rss_bytes,
             events=metrics,
         )
-        await pool.start()
         stack.push_async_callback(pool.close)
-        parts.pool = pool
-        logger.info("browser pool started with %d browser(s)", pool.live)
-
+        first_browser = asyncio.create_task(_first_browser(launcher, pool), name="first-browser")
+        stack.push_async_callback(_cancel, first_browser)  # start-up failed below: stop it
+        # The signing key is read once, while the first browser launches: a key that cannot be used
+        # stops the renderer here, with its reason, instead of failing every job that asks for a
+        # signature.
+        signer = await asyncio.to_thread(
+            functools.partial(keys.load, settings.signing_dir, timestamp_url=settings.tsa_url)
+        )
+        if signer is None:
+            logger.info("signing: off (no %s in %s)", keys.KEY_FILE, settings.signing_dir)
+        else:
+            logger.info("signing: on, %s", signer.describe())
         account = await stack.enter_async_context(accounts.opened(settings.storage))
         logger.info("storage: signed in with a %s", account.signed_in_with)
         name = settings.storage.queue
@@ -119,6 +123,11 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             signer=signer,
         )
         stack.push_async_callback(runner.hints.close)
+        await first_browser
+        timeline.mark("browser_ready")
+        parts.pool = pool
+        await pool.resize(settings.pool_size)  # the others launch in the background
+        logger.info("first browser ready, %d more launching", pool.launching)
         worker = QueueWorker(
             runner=runner,
             lanes=lanes,
@@ -126,6 +135,7 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             metrics=metrics,
             visibility_timeout=settings.visibility_timeout,
             poll_max_s=settings.poll_max_s,
+            timeline=timeline,
         )
         parts.worker = worker
         app_runner = web.AppRunner(http.create_app(parts), access_log=None)
@@ -135,6 +145,7 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
         await site.start()
         port = _bound_port(app_runner, settings.port)
         logger.info("renderer listening on :%d, queues %s", port, [q.name for q in lanes])
+        timeline.mark("listening")
 
         loop_task = asyncio.create_task(worker.run(), name="queue-worker")
         sampler = asyncio.create_task(_sample_memory(pool, metrics), name="memory-sampler")
@@ -147,6 +158,17 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             # A receive in flight when the drain began ends by handing its messages back.
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(loop_task, timeout=15)
+
+
+async def _first_browser(launcher: browser.ChromiumLauncher, pool: pooling.BrowserPool) -> None:
+    await launcher.start()
+    await pool.start()
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 def _bound_port(app_runner: web.AppRunner, fallback: int) -> int:
@@ -166,13 +188,13 @@ async def _sample_memory(pool: pooling.BrowserPool, metrics: RendererMetrics) ->
         await asyncio.sleep(MEMORY_SAMPLE_S)
 
 
-async def serve(settings: RendererSettings) -> None:
+async def serve(settings: RendererSettings, *, timeline: starting.Timeline | None = None) -> None:
     """Run until SIGTERM or SIGINT, then drain."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with running(settings):
+    async with running(settings, timeline=timeline):
         await stop.wait()
         logger.info("stop signal received: draining")
 
@@ -187,6 +209,8 @@ STARTUP_ERRORS = (
 
 
 def main(*, template_dir: Path | None, pool_size: int | None, port: int | None) -> int:
+    timeline = starting.Timeline.begin()
+    timeline.mark("imported")
     overrides: dict[str, object] = {}
     if template_dir is not None:
         overrides["templates"] = template_dir
@@ -196,7 +220,7 @@ def main(*, template_dir: Path | None, pool_size: int | None, port: int | None) 
         overrides["port"] = port
     settings = RendererSettings.from_env(**overrides)
     try:
-        loops.run(serve(settings))
+        loops.run(serve(settings, timeline=timeline))
     except STARTUP_ERRORS as error:
         logger.error("start-up failed: %s", error)
         return 1

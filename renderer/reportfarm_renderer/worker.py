@@ -29,6 +29,7 @@ from reportfarm.storage import errors as storage_errors
 from reportfarm.storage.queueing import MAX_BATCH, JobQueue
 from reportfarm_renderer import lanes as lanes_module
 from reportfarm_renderer import pool as pooling
+from reportfarm_renderer import starting
 from reportfarm_renderer.jobs import JobRunner, Lease
 from reportfarm_renderer.metrics import RendererMetrics
 
@@ -58,6 +59,7 @@ class QueueWorker:
         visibility_timeout: int,
         poll_max_s: float = 1.0,
         interactive_weight: int = 3,
+        timeline: starting.Timeline | None = None,
     ) -> None:
         self.runner = runner
         self.lanes = lanes
@@ -81,6 +83,8 @@ class QueueWorker:
         self._received_at = 0.0
         self.wakes = 0
         """Wakes that ended an idle pause (a receive began sooner than its pacing said)."""
+        self.timeline = timeline or starting.Timeline.from_now()
+        """The start's phases: ready (the first receive answered), first_receive, first_stored."""
 
     @property
     def running(self) -> int:
@@ -184,6 +188,9 @@ class QueueWorker:
         if ended := self._pacing.received(len(leases)):
             logger.info("queues reachable again after %d failures", ended)
         self.queue_ready, self.last_error = True, None
+        self.timeline.mark("ready")
+        if leases:
+            self.timeline.mark("first_receive")
         return leases
 
     def _start(self, lease: Lease) -> None:
@@ -195,7 +202,10 @@ class QueueWorker:
 
     async def _run_job(self, lease: Lease) -> object:
         try:
-            return await self.runner.run(lease)
+            outcome = await self.runner.run(lease)
+            if outcome == "succeeded":
+                self.timeline.mark("first_stored")
+            return outcome
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -22,7 +22,9 @@ MIRROR="${BASE_MIRROR:-http://deb.debian.org/debian}"
 SECURITY="${BASE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 # python:3.11-slim-bookworm's role: Python 3.11 with venv/pip (`python` on PATH), apt, certificates.
 BASE_PACKAGES="python3,python3-venv,python3-pip,python-is-python3,ca-certificates"
-BASE_REF="localhost/reportfarm-python:3.11-${SUITE}"
+# Tagged with its key (ensure_base): builds of other recipes on the same machine (other checkouts)
+# share podman's storage and must not swap the base under this one.
+BASE_NAME="localhost/reportfarm-python"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-${HERE}/containers.conf}"
 mkdir -p "${CACHE}"
 
@@ -40,7 +42,8 @@ key() {
 # The files a Dockerfile's build context sends (what .dockerignore lets through), sorted.
 context_files() {
   (cd "${ROOT}" && find pyproject.toml README.md reportfarm renderer operator gateway \
-    examples/templates -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' |
+    examples/templates scripts/en16931/extract.py scripts/images/renderer-dpkg-excludes -type f \
+    ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' |
     LC_ALL=C sort) |
     sed "s#^#${ROOT}/#"
 }
@@ -57,14 +60,21 @@ build_mounts() {
 
 ensure_base() {
   local recipe base_key tar start
-  recipe="${SUITE} ${MIRROR} ${SECURITY} ${BASE_PACKAGES} v1"
+  recipe="${SUITE} ${MIRROR} ${SECURITY} ${BASE_PACKAGES} v2"
   base_key="$(printf '%s' "${recipe}" | sha256sum | cut -c1-16)"
   tar="${CACHE}/base-${base_key}.tar"
   if [[ ! -f "${tar}" ]]; then
     start=${SECONDS}
     log "making the base rootfs (${SUITE}: ${BASE_PACKAGES}) with mmdebstrap ..."
+    # As Debian's slim images (python:*-slim's base): no documentation, man pages or translations
+    # in this or any later package (dpkg's path-exclude stays in the image), and /usr merged by
+    # the hook rather than by the usrmerge package, which would leave Perl (50 MB) behind.
     mmdebstrap --variant=minbase --format=tar --include="${BASE_PACKAGES}" \
       --aptopt='Acquire::Retries "3"' \
+      --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+      --dpkgopt='path-exclude=/usr/share/locale/*' \
       --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
       "${SUITE}" "${tar}.part" \
       "deb ${MIRROR} ${SUITE} main" "deb ${MIRROR} ${SUITE}-updates main" \
@@ -72,6 +82,7 @@ ensure_base() {
     mv -f "${tar}.part" "${tar}"
     log "base rootfs in $((SECONDS - start))s"
   fi
+  BASE_REF="${BASE_NAME}:3.11-${SUITE}-${base_key}"
   if [[ "$(podman image inspect --format '{{index .Labels "reportfarm.key"}}' "${BASE_REF}" \
     2>/dev/null)" != "${base_key}" ]]; then
     podman import --change "LABEL reportfarm.key=${base_key}" \

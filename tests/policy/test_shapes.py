@@ -73,7 +73,9 @@ def test_a_running_pod_runs_every_browser_that_fits() -> None:
 def test_starting_pods_stay_while_their_backlog_waits() -> None:
     """10 pods asked for, 4 ready and busy, 196 jobs still waiting: the old policy saw the ready
     pods' spare browsers as enough and cancelled 6 starting pods (10 -> 4)."""
-    pool = policy.PoolSpec(max_replicas=20, target_utilization=1.0, default_render_s=1.0)
+    pool = policy.PoolSpec(
+        max_replicas=20, target_utilization=1.0, default_render_s=1.0, pod_start_s=20.0
+    )
     memory = policy.State(
         replicas=10, browsers_per_pod=4, last_work_at=NOW, busy_average=4.0, decided_at=NOW - 5
     )

@@ -1,0 +1,84 @@
+"""A renderer's start, phase by phase (``reportfarm_renderer.starting``): ``reportfarm worker`` as a
+process, with a job waiting before it starts, logs each phase once, in order, and its first PDF
+stored; the pool's first browser prints while the others launch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from reportfarm_renderer import starting
+
+from reportfarm.client import ReportFarmClient, Submission
+from reportfarm.settings import StorageSettings
+from tests.renderer.conftest import WorkerProcess, job_result_ok
+
+pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
+
+
+def _phases(log: Path) -> list[dict[str, object]]:
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("message") == starting.LOG_MESSAGE]
+
+
+async def test_a_worker_logs_its_start_phase_by_phase_up_to_its_first_pdf(
+    storage: StorageSettings,
+    template_dir: Path,
+    client: ReportFarmClient,
+    worker_process: type[WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    job_id = await client.submit(Submission(template="plain", data={"name": "start"}))
+    log = tmp_path / "worker.log"
+    before = time.time()
+    worker = worker_process(storage, template_dir, log, REPORTFARM_POOL_SIZE="2")
+    results = await client.wait([job_id], timeout_s=120, poll_s=0.2)
+    assert job_result_ok(results[job_id])
+    # The result record is written before the worker logs the job done: wait for that line.
+    deadline = time.monotonic() + 30
+    while "first_stored" not in [p["phase"] for p in _phases(log)]:
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        await asyncio.sleep(0.05)
+    after = time.time()
+    worker.stop()
+
+    phases = _phases(log)
+    names = [str(p["phase"]) for p in phases]
+    # Not in a container (the test's process is not PID 1's child): no container_started.
+    assert "container_started" not in names
+    assert sorted(names) == sorted(set(starting.PHASES) - {"container_started"}), names
+    at = {str(p["phase"]): float(p["at"]) for p in phases}  # type: ignore[arg-type]
+    since = {str(p["phase"]): float(p["since_start_s"]) for p in phases}  # type: ignore[arg-type]
+    # The process started after the test launched it (to the kernel's 10 ms tick) and every
+    # phase lies between that and the job's result.
+    assert before - 0.05 <= at["process_started"] <= at["imported"], at
+    assert max(at.values()) <= after, at
+    assert since["process_started"] == 0.0
+    order = ["process_started", "imported", "browser_ready", "ready", "first_receive",
+             "first_stored"]  # fmt: skip
+    assert [at[p] for p in order] == sorted(at[p] for p in order), at
+    # The first browser printed while the second launched: the pool said so when it started.
+    lines = log.read_text()
+    assert "first browser ready, 1 more launching" in lines
+
+
+def test_a_process_start_comes_from_the_kernel_not_from_the_clock_now() -> None:
+    ours = starting.started_at()
+    assert ours is not None
+    # This test process started before now, and not before the machine booted.
+    assert ours < time.time()
+    assert time.time() - ours < time.clock_gettime(time.CLOCK_BOOTTIME) + 1
+    assert starting.started_at(os.getpid()) == pytest.approx(ours, abs=0.02)
+    assert starting.started_at(2**22 + 7) is None  # no such process
+
+
+def test_a_phase_counts_once() -> None:
+    timeline = starting.Timeline(process_started=100.0)
+    timeline.mark("ready", at=101.5)
+    timeline.mark("ready", at=109.0)
+    timeline.mark("first_receive", at=102.25)
+    assert timeline.since_start() == {"ready": 1.5, "first_receive": 2.25}
