@@ -12,6 +12,7 @@ from typing import Self
 from reportfarm import contract, renderer_api
 from reportfarm import settings as common
 from reportfarm.renderer_api import Var
+from reportfarm_renderer import cpus
 
 DEFAULT_PAGES_PER_BROWSER = 1
 """``reportfarm bench-print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
@@ -103,6 +104,13 @@ class RendererSettings(common.FromEnv):
     XSLT, which every Factur-X invoice (profiles basic, en16931, extended) must pass; the image
     sets it (``scripts/en16931/install.sh`` installs it here). Unset: such invoices are refused
     (see ``finishing.en16931``)."""
+    finishing_processes: int = dataclasses.field(
+        default_factory=lambda: cpus.whole(cpus.pod_cpus())
+    )
+    """REPORTFARM_FINISHING_PROCESSES: processes that run the finishing stages (PDF/A, Factur-X,
+    signatures: CPU-bound Python, off the event loop and across the pod's cores), one job at a
+    time each; default: the pod's CPUs (its cgroup quota, rounded up; see ``cpus``). Spawned at
+    start when the renderer has a signing key, else with the first job that asks for finishing."""
     admin_token: str | None = None
     """REPORTFARM_ADMIN_TOKEN: if set, PUT /pool needs ``Authorization: Bearer <token>``."""
     worker_id: str = dataclasses.field(default_factory=socket.gethostname)
