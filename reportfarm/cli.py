@@ -238,8 +238,11 @@ def _parser() -> argparse.ArgumentParser:
         help="instead: signatures (none, invisible, visible) on a light and a heavy document",
     )
     einvoicing.add_argument(
-        "--tsa-url", default=None, help="a timestamp authority: signatures are PAdES B-T"
+        "--tsa",
+        action="store_true",
+        help="signatures are PAdES B-T, timestamped by a loopback authority (or --tsa-url)",
     )
+    einvoicing.add_argument("--tsa-url", default=None, help="a timestamp authority of your own")
     einvoicing.add_argument("--json", action="store_true", help="print JSON")
 
     sub.add_parser("operator", help="run the ReportPool operator (kopf); --help for its options")
@@ -385,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             chunk=args.chunk,
             pod_cpus=args.pod_cpus,
             signatures=args.signatures,
+            tsa=args.tsa or args.tsa_url is not None,
             tsa_url=args.tsa_url,
         )
     if args.command == "bench-pod":

@@ -10,6 +10,7 @@ others. On all of the machine's CPUs, the client and Azurite share them: say so 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -26,7 +27,14 @@ LAG_TARGET_MS = 50.0
 
 
 def main(
-    *, as_json: bool, rounds: int, chunk: int, pod_cpus: int, signatures: bool, tsa_url: str | None
+    *,
+    as_json: bool,
+    rounds: int,
+    chunk: int,
+    pod_cpus: int,
+    signatures: bool,
+    tsa: bool,
+    tsa_url: str | None = None,
 ) -> int:
     if rounds < 1 or chunk < 1 or pod_cpus < 1:
         print("bench-einvoice: --rounds, --chunk and --pod-cpus must be at least 1")
@@ -36,17 +44,22 @@ def main(
     pinned = pod.split_cpus(pod_cpus)[0] if pod_cpus < machine else None
     kinds = einvoice.signature_kinds() if signatures else einvoice.einvoice_kinds()
     load_before = [round(value, 2) for value in os.getloadavg()]
-    results = loops.run(
-        einvoice.run(
-            kinds,
-            rounds=rounds,
-            chunk=chunk,
-            pool_size=pod_cpus,
-            cpus=pinned,
-            extra_env={"REPORTFARM_TSA_URL": tsa_url} if tsa_url else None,
-            log=lambda line: console.log(line),
+    with contextlib.ExitStack() as stack:
+        if tsa and tsa_url is None:  # a loopback authority of the benchmark's own
+            from reportfarm_renderer.benchmarking import authority
+
+            tsa_url = stack.enter_context(authority.running())
+        results = loops.run(
+            einvoice.run(
+                kinds,
+                rounds=rounds,
+                chunk=chunk,
+                pool_size=pod_cpus,
+                cpus=pinned,
+                extra_env={"REPORTFARM_TSA_URL": tsa_url} if tsa_url else None,
+                log=lambda line: console.log(line),
+            )
         )
-    )
     report = {
         "kinds": results,
         "parameters": {
