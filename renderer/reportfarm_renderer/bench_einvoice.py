@@ -70,6 +70,7 @@ def main(
             "pinned_to": pinned,
             "machine_cpus": machine,
             "timestamps": bool(tsa_url),
+            "visibility_timeout_s": einvoice.VISIBILITY_S,
             "load_before": load_before,
             "load_after": [round(value, 2) for value in os.getloadavg()],
         },
@@ -106,7 +107,7 @@ def table(report: dict[str, Any]) -> Table:
         "p50 ms",
         "p95 ms",
         "loop lag p99 / max ms",
-        "oldest lease s",
+        f"oldest lease s (timeout {params['visibility_timeout_s']})",
     ):
         result.add_column(column)
     for name, row in kinds.items():

@@ -43,6 +43,7 @@ class FinishingFailed(outcomes.PermanentError):
     def __init__(self, stage: str, reason: str) -> None:
         super().__init__(f"finishing stage {stage!r} failed: {reason}")
         self.stage = stage
+        self.reason = reason
 
 
 @dataclasses.dataclass(kw_only=True)

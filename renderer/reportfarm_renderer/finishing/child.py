@@ -53,7 +53,8 @@ class Failed:
     """A stage failed: permanent (:class:`finishing.FinishingFailed`) or temporary."""
 
     stage: str
-    description: str
+    reason: str
+    """Why (the stage's reason, or the temporary error's message)."""
     kind: str
     temporary: bool = False
     delay_s: float | None = None
@@ -90,12 +91,12 @@ def finish(pdf: bytes, inputs: finishing.Inputs) -> Finished | Failed:
             pdf = finishing.run_stage(name, stage, pdf, inputs)
         except finishing.FinishingFailed as error:
             timings.append(_timing(name, wall, cpu))
-            return Failed(error.stage, error.description, error.kind, timings=tuple(timings))
+            return Failed(error.stage, error.reason, error.kind, timings=tuple(timings))
         except outcomes.TemporaryError as error:
             timings.append(_timing(name, wall, cpu))
             return Failed(
                 name,
-                error.description,
+                str(error),
                 "temporary",
                 temporary=True,
                 delay_s=error.delay_s,

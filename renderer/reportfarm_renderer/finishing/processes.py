@@ -135,8 +135,8 @@ class FinishingProcesses:
         self._free.put_nowait(process)
         if isinstance(answer, child.Failed):
             if answer.temporary:
-                raise outcomes.TemporaryError(answer.description, delay_s=answer.delay_s)
-            failed = finishing.FinishingFailed(answer.stage, answer.description)
+                raise outcomes.TemporaryError(answer.reason, delay_s=answer.delay_s)
+            failed = finishing.FinishingFailed(answer.stage, answer.reason)
             failed.kind = answer.kind
             raise failed
         return answer

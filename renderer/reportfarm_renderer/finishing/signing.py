@@ -273,7 +273,7 @@ def sign(
         # a container larger than the first one (a longer chain from the authority): estimate
         signer.reserved.pop(timestamped, None)
         signed = _signed(pdf, signer, wanted, owner_password, moment, None)
-    if reserved is None:
+    if reserved is None and owner_password is None:  # an encrypted one is not read back
         signer.reserved[timestamped] = _reserved_size(signed)
     return signed
 
