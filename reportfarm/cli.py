@@ -243,6 +243,12 @@ def _parser() -> argparse.ArgumentParser:
         help="signatures are PAdES B-T, timestamped by a loopback authority (or --tsa-url)",
     )
     einvoicing.add_argument("--tsa-url", default=None, help="a timestamp authority of your own")
+    einvoicing.add_argument(
+        "--finishing-processes",
+        type=int,
+        default=None,
+        help="the renderer's finishing processes (default: its CPUs; 0: a thread, as before)",
+    )
     einvoicing.add_argument("--json", action="store_true", help="print JSON")
 
     sub.add_parser("operator", help="run the ReportPool operator (kopf); --help for its options")
@@ -390,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
             signatures=args.signatures,
             tsa=args.tsa or args.tsa_url is not None,
             tsa_url=args.tsa_url,
+            finishing_processes=args.finishing_processes,
         )
     if args.command == "bench-pod":
         from reportfarm_renderer import bench_pod

@@ -35,6 +35,7 @@ def main(
     signatures: bool,
     tsa: bool,
     tsa_url: str | None = None,
+    finishing_processes: int | None = None,
 ) -> int:
     if rounds < 1 or chunk < 1 or pod_cpus < 1:
         print("bench-einvoice: --rounds, --chunk and --pod-cpus must be at least 1")
@@ -56,7 +57,7 @@ def main(
                 chunk=chunk,
                 pool_size=pod_cpus,
                 cpus=pinned,
-                extra_env={"REPORTFARM_TSA_URL": tsa_url} if tsa_url else None,
+                extra_env=_environment(tsa_url, finishing_processes),
                 log=lambda line: console.log(line),
             )
         )
@@ -70,6 +71,7 @@ def main(
             "pinned_to": pinned,
             "machine_cpus": machine,
             "timestamps": bool(tsa_url),
+            "finishing_processes": finishing_processes,
             "visibility_timeout_s": einvoice.VISIBILITY_S,
             "load_before": load_before,
             "load_after": [round(value, 2) for value in os.getloadavg()],
@@ -79,6 +81,19 @@ def main(
     if as_json:
         print(json.dumps(report, indent=2))
     return 0
+
+
+def _environment(tsa_url: str | None, processes: int | None) -> dict[str, str]:
+    environment = {"REPORTFARM_TSA_URL": tsa_url} if tsa_url else {}
+    if processes is not None:
+        environment["REPORTFARM_FINISHING_PROCESSES"] = str(processes)
+    return environment
+
+
+def _finishing(processes: int | None) -> str:
+    if processes is None:
+        return "in a process per CPU"
+    return "in a thread (as before)" if processes == 0 else f"in {processes} process(es)"
 
 
 def table(report: dict[str, Any]) -> Table:
@@ -94,7 +109,8 @@ def table(report: dict[str, Any]) -> Table:
     result = Table(
         title=(
             f"through the queue: a pod of {params['browsers']} browser(s) on {params['pod_cpus']} "
-            f"CPU(s) ({where}), {params['rounds']} interleaved rounds of {params['chunk']} jobs; "
+            f"CPU(s) ({where}), finishing {_finishing(params['finishing_processes'])}, "
+            f"{params['rounds']} interleaved rounds of {params['chunk']} jobs; "
             f"load {params['load_before']} -> {params['load_after']}"
         )
     )

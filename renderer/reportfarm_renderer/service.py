@@ -109,14 +109,16 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
             for queue in (*lanes, events):
                 await queue.ensure()
             await blobs.ensure()
-        finishers = processes.FinishingProcesses(
-            size=settings.finishing_processes,
-            signing_dir=settings.signing_dir if signer is not None else None,
-            tsa_url=settings.tsa_url,
-        )
-        if signer is not None:  # a farm that signs finishes: its processes start now
-            finishers.start()
-        stack.push_async_callback(finishers.close)
+        finishers = None
+        if settings.finishing_processes > 0:
+            finishers = processes.FinishingProcesses(
+                size=settings.finishing_processes,
+                signing_dir=settings.signing_dir if signer is not None else None,
+                tsa_url=settings.tsa_url,
+            )
+            if signer is not None:  # a farm that signs finishes: its processes start now
+                finishers.start()
+            stack.push_async_callback(finishers.close)
         runner = JobRunner(
             settings=settings,
             catalog=catalog,

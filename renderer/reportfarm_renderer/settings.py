@@ -110,7 +110,8 @@ class RendererSettings(common.FromEnv):
     """REPORTFARM_FINISHING_PROCESSES: processes that run the finishing stages (PDF/A, Factur-X,
     signatures: CPU-bound Python, off the event loop and across the pod's cores), one job at a
     time each; default: the pod's CPUs (its cgroup quota, rounded up; see ``cpus``). Spawned at
-    start when the renderer has a signing key, else with the first job that asks for finishing."""
+    start when the renderer has a signing key, else with the first job that asks for finishing.
+    0: in a thread of the renderer's own process, as before (for comparison)."""
     admin_token: str | None = None
     """REPORTFARM_ADMIN_TOKEN: if set, PUT /pool needs ``Authorization: Bearer <token>``."""
     worker_id: str = dataclasses.field(default_factory=socket.gethostname)
