@@ -7,36 +7,26 @@ renderer's, as a real authority's is not, but it shares this machine's cores."""
 from __future__ import annotations
 
 import contextlib
-import datetime
 import http.server
+import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from asn1crypto import keys as asn1_keys
 from asn1crypto import tsp
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from pyhanko.sign.timestamps.dummy_client import DummyTimeStamper
 
+from reportfarm_renderer.finishing import throwaway
 
-def _stamper() -> DummyTimeStamper:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "reportfarm bench TSA")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING]), critical=True)
-        .sign(key, hashes.SHA256())
-    )
+
+def stamper(key: rsa.RSAPrivateKey, certificate: x509.Certificate) -> DummyTimeStamper:
+    """pyHanko's testing TSA signing with ``key`` (RSA only) as ``certificate``."""
     der_key = key.private_bytes(
         serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -46,20 +36,32 @@ def _stamper() -> DummyTimeStamper:
     )
 
 
+def _self_signed() -> DummyTimeStamper:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    usage = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING])
+    with tempfile.TemporaryDirectory(prefix="reportfarm-bench-tsa-") as folder:
+        name = "reportfarm bench TSA"
+        cert_path, _ = throwaway.self_signed(Path(folder), name, key, (usage, True))
+        certificate = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    return stamper(key, certificate)
+
+
 @contextlib.contextmanager
-def running() -> Iterator[str]:
-    """The authority's URL while it runs (loopback, a port of its own)."""
-    stamper = _stamper()
+def serving(answer: Callable[[bytes], bytes | None]) -> Iterator[str]:
+    """An HTTP server on loopback that answers each timestamp query's body with ``answer``'s
+    (None: 503, the authority is away); its URL while it runs."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            answer = stamper.request_tsa_response(tsp.TimeStampReq.load(body)).dump()
+            reply = answer(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            if reply is None:
+                self.send_error(503, "the authority is away")
+                return
             self.send_response(200)
             self.send_header("Content-Type", "application/timestamp-reply")
-            self.send_header("Content-Length", str(len(answer)))
+            self.send_header("Content-Length", str(len(reply)))
             self.end_headers()
-            self.wfile.write(answer)
+            self.wfile.write(reply)
 
         def log_message(self, *args: object) -> None:
             return None
@@ -73,3 +75,11 @@ def running() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def running() -> Iterator[str]:
+    """The benchmark's authority (a throwaway self-signed TSA certificate): its URL."""
+    tsa = _self_signed()
+    with serving(lambda body: tsa.request_tsa_response(tsp.TimeStampReq.load(body)).dump()) as url:
+        yield url
