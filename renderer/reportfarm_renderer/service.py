@@ -110,9 +110,9 @@ async def running(settings: RendererSettings) -> AsyncIterator[Renderer]:
                 await queue.ensure()
             await blobs.ensure()
         finishers = None
-        if settings.finishing_processes > 0:
+        if settings.finishers() > 0:
             finishers = processes.FinishingProcesses(
-                size=settings.finishing_processes,
+                size=settings.finishers(),
                 signing_dir=settings.signing_dir if signer is not None else None,
                 tsa_url=settings.tsa_url,
             )

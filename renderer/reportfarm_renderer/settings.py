@@ -14,6 +14,8 @@ from reportfarm import settings as common
 from reportfarm.renderer_api import Var
 from reportfarm_renderer import cpus
 
+FINISHING_PROCESSES_VAR = "REPORTFARM_FINISHING_PROCESSES"
+"""Read by the renderer alone (the operator leaves it to the pod's CPUs)."""
 DEFAULT_PAGES_PER_BROWSER = 1
 """``reportfarm bench-print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
 at load 11-24, where more runnable lanes take more of a shared CPU) for ~1.5x the memory, and
@@ -104,18 +106,23 @@ class RendererSettings(common.FromEnv):
     XSLT, which every Factur-X invoice (profiles basic, en16931, extended) must pass; the image
     sets it (``scripts/en16931/install.sh`` installs it here). Unset: such invoices are refused
     (see ``finishing.en16931``)."""
-    finishing_processes: int = dataclasses.field(
-        default_factory=lambda: cpus.whole(cpus.pod_cpus())
-    )
+    finishing_processes: int | None = common.setting(FINISHING_PROCESSES_VAR, None)
     """REPORTFARM_FINISHING_PROCESSES: processes that run the finishing stages (PDF/A, Factur-X,
     signatures: CPU-bound Python, off the event loop and across the pod's cores), one job at a
     time each; default: the pod's CPUs (its cgroup quota, rounded up; see ``cpus``). Spawned at
     start when the renderer has a signing key, else with the first job that asks for finishing.
-    0: in a thread of the renderer's own process, as before (for comparison)."""
+    0: in a thread of the renderer's own process, as before (for comparison). Unset (None): the
+    pod's CPUs, :meth:`finishers`."""
     admin_token: str | None = None
     """REPORTFARM_ADMIN_TOKEN: if set, PUT /pool needs ``Authorization: Bearer <token>``."""
     worker_id: str = dataclasses.field(default_factory=socket.gethostname)
     """REPORTFARM_WORKER_ID: names this worker in result records and logs (default: host name)."""
+
+    def finishers(self) -> int:
+        """The finishing processes to run: as set, else the pod's CPUs (0: a thread)."""
+        if self.finishing_processes is not None:
+            return self.finishing_processes
+        return cpus.whole(cpus.pod_cpus())
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, /, **overrides: object) -> Self:
