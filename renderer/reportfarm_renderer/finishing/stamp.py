@@ -49,18 +49,53 @@ class _FaceFont(FontEngineFactory):
         self, writer: BasePdfFileWriter, obj_stream: object = None
     ) -> GlyphAccumulator:
         import uharfbuzz
-        from pyhanko.pdf_utils.font.opentype import GlyphAccumulator
 
         if obj_stream is None and writer.stream_xrefs:
             obj_stream = writer.prepare_object_stream()
-        engine = GlyphAccumulator(
+        engine = _engine_class()(
             writer=writer,
             font_handle=io.BytesIO(_outlines(self.face)),
             font_size=FONT_SIZE,
             obj_stream=obj_stream,
         )
+        engine.face_name = self.face.name
         engine.hb_font = uharfbuzz.Font(_shaping(self.face))
         return engine
+
+
+SUBSETS_KEPT = 256
+"""Subsets kept per process: a stamp's glyphs (the labels, the signer, the digits of its date, a
+reason and a place) repeat from job to job, and its subset is then taken as it was cut."""
+_SUBSETS: dict[tuple[str, frozenset[int]], bytes] = {}
+
+
+@functools.cache
+def _engine_class() -> Any:
+    """pyHanko's engine, with its TrueType subsets kept by glyph set (:data:`SUBSETS_KEPT`)."""
+    from fontTools.ttLib import TTFont
+    from pyhanko.pdf_utils.font.opentype import CIDFontType2, GlyphAccumulator
+
+    class Engine(GlyphAccumulator):
+        face_name = ""
+
+        def _extract_subset(self, options: Any = None) -> None:
+            if not isinstance(self.cidfont_obj, CIDFontType2):  # CFF (CJK): cut each time
+                super()._extract_subset(options)
+                return
+            key = (self.face_name, frozenset(self._glyphs))
+            kept = _SUBSETS.get(key)
+            if kept is not None:  # the same glyphs (ids kept): the same program
+                self.cidfont_obj._tt = TTFont(io.BytesIO(kept), lazy=True)
+                return
+            super()._extract_subset(options)
+            out = io.BytesIO()
+            self.tt.save(out)
+            while _SUBSETS and len(_SUBSETS) >= SUBSETS_KEPT:
+                _SUBSETS.pop(next(iter(_SUBSETS)))  # the oldest
+            if SUBSETS_KEPT > 0:
+                _SUBSETS[key] = out.getvalue()
+
+    return Engine
 
 
 @functools.cache
