@@ -230,6 +230,17 @@ class JobRunner:
         in ``reportfarm_stage_cpu_seconds``); ``finish_handover`` is the rest: the wait for a
         free process and the PDF's way there and back."""
         started = time.monotonic()
+        if inputs.finish.facturx is not None:
+            # EN 16931's rules run here, in this process's Saxon process (a Saxon process spawned
+            # from a finishing process hung in the tests), before the hand-over.
+            from reportfarm_renderer.finishing import facturx
+
+            with self._stage("finish_rules", stages):
+                await asyncio.to_thread(
+                    finishing.run_stage, "facturx", facturx.check_rules, pdf, inputs
+                )
+            inputs.rules_checked = True
+            started = time.monotonic()
         self.metrics.finishing_busy.inc()
         try:
             finished = await finishers.run(pdf, inputs)
