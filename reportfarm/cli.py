@@ -250,6 +250,34 @@ def _parser() -> argparse.ArgumentParser:
     pod.add_argument("--json", action="store_true", help="print JSON")
     pod.add_argument("--plot", type=Path, default=Path("out/bench-pod.png"), help="PNG plot path")
 
+    einvoicing = sub.add_parser(
+        "bench-einvoice",
+        help="benchmark: signed PDF/A-3 Factur-X invoices vs plain prints, through the queue",
+    )
+    einvoicing.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    einvoicing.add_argument("--chunk", type=int, default=16, help="jobs of each kind a round")
+    einvoicing.add_argument(
+        "--pod-cpus", type=int, default=2, help="the pod's CPUs and browsers (pinned if fewer)"
+    )
+    einvoicing.add_argument(
+        "--signatures",
+        action="store_true",
+        help="instead: signatures (none, invisible, visible) on a light and a heavy document",
+    )
+    einvoicing.add_argument(
+        "--tsa",
+        action="store_true",
+        help="signatures are PAdES B-T, timestamped by a loopback authority (or --tsa-url)",
+    )
+    einvoicing.add_argument("--tsa-url", default=None, help="a timestamp authority of your own")
+    einvoicing.add_argument(
+        "--finishing-processes",
+        type=int,
+        default=None,
+        help="the renderer's finishing processes (default: its CPUs; 0: a thread, as before)",
+    )
+    einvoicing.add_argument("--json", action="store_true", help="print JSON")
+
     sub.add_parser("operator", help="run the ReportPool operator (kopf); --help for its options")
     simulate = sub.add_parser("simulate", help="replay a trace through our policy and KEDA+HPA")
     simulate.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -404,6 +432,19 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
         from reportfarm_renderer import bench_finish
 
         return bench_finish.main(as_json=args.json, repeats=args.repeats)
+    if args.command == "bench-einvoice":
+        from reportfarm_renderer import bench_einvoice
+
+        return bench_einvoice.main(
+            as_json=args.json,
+            rounds=args.rounds,
+            chunk=args.chunk,
+            pod_cpus=args.pod_cpus,
+            signatures=args.signatures,
+            tsa=args.tsa or args.tsa_url is not None,
+            tsa_url=args.tsa_url,
+            finishing_processes=args.finishing_processes,
+        )
     if args.command == "bench-pod":
         from reportfarm_renderer import bench_pod
 

@@ -47,6 +47,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from reportfarm import capacity
+
 
 class Reason(enum.StrEnum):
     """Machine-readable reason codes (CamelCase, as Kubernetes Event reasons)."""
@@ -208,6 +210,9 @@ class Observation:
     completed: int | None = None
     """Renders completed since the previous observation (the renderers' counters); None if
     unknown: then ``busy_browsers / render_s`` per second stands in for it."""
+    job_cpu_s: float | None = None
+    """CPU seconds a job needs in its pod end to end, its print and its finishing stages (the
+    renderers' metrics); None if unknown: browsers alone size the pods (see ``capacity``)."""
 
     @property
     def queue_readable(self) -> bool:
@@ -399,6 +404,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     has_work = (depth or 0) > 0 or busy > 0 or (observation.completed or 0) > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
     render_s = _render_time(observation, spec, state=state)
+    spec = capacity.sized(spec, observation, render_s=render_s)  # finishing's CPU, if known
     growth, trend, arrivals = _trend(observation, spec, state=state, render_s=render_s)
     average = _steady_average(
         observation, spec, state=state, render_s=render_s, arrivals=arrivals, rising=growth > 0

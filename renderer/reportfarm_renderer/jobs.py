@@ -25,7 +25,7 @@ from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import Delivery, JobQueue
 from reportfarm_renderer import finishing, output, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.finishing import fonts, keys, watermark
+from reportfarm_renderer.finishing import fonts, keys, processes, watermark
 from reportfarm_renderer.hints import DoneHints
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
@@ -73,6 +73,7 @@ class JobRunner:
         events: JobQueue | None = None,
         signer: signing.Signer | None = None,
         hints: DoneHints | None = None,
+        finishers: processes.FinishingProcesses | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -85,6 +86,9 @@ class JobRunner:
         """The farm's signing key (a mounted Secret), for jobs that ask for a signature."""
         self.hints = hints or DoneHints(counter=metrics.hints)
         """Done hints to the gateway a client waits at (jobs that name one)."""
+        self.finishers = finishers
+        """The processes that run the finishing stages; None: a thread of this process (the
+        tests' runners and tools that finish one PDF at a time)."""
 
     async def run(self, lease: Lease) -> Outcome:
         delivery = lease.delivery
@@ -212,11 +216,53 @@ class JobRunner:
             signer=self.signer,
             business_rules=self.settings.en16931_xslt,
         )
+        if self.finishers is not None:
+            return await self._finish_elsewhere(self.finishers, pdf, inputs, stages)
         for name, stage in finishing.plan(finish):
             with self._stage(f"finish_{name}", stages):
                 pdf = await asyncio.to_thread(finishing.run_stage, name, stage, pdf, inputs)
         inputs.owner_password = None
         return pdf
+
+    async def _finish_elsewhere(
+        self,
+        finishers: processes.FinishingProcesses,
+        pdf: bytes,
+        inputs: finishing.Inputs,
+        stages: dict[str, float],
+    ) -> bytes:
+        """The stages in a finishing process, each timed there (``finish_<name>``, with its CPU
+        in ``reportfarm_stage_cpu_seconds``); ``finish_handover`` is the rest: the wait for a
+        free process and the PDF's way there and back."""
+        started = time.monotonic()
+        if inputs.finish.facturx is not None:
+            # EN 16931's rules run here, in this process's Saxon process (a Saxon process spawned
+            # from a finishing process hung in the tests), before the hand-over.
+            from reportfarm_renderer.finishing import facturx
+
+            with self._stage("finish_rules", stages):
+                await asyncio.to_thread(
+                    finishing.run_stage, "facturx", facturx.check_rules, pdf, inputs
+                )
+            inputs.rules_checked = True
+            started = time.monotonic()
+        self.metrics.finishing_busy.inc()
+        try:
+            finished = await finishers.run(pdf, inputs)
+        except processes.FinisherDied:
+            self.metrics.finishing_replaced.inc()
+            raise
+        finally:
+            self.metrics.finishing_busy.dec()
+        for timing in finished.timings:
+            name = f"finish_{timing.stage}"
+            stages[name] = round(timing.wall_s * 1000, 1)
+            self.metrics.stage_seconds.labels(stage=name).observe(timing.wall_s)
+            self.metrics.stage_cpu.labels(stage=name).inc(timing.cpu_s)
+        handover = time.monotonic() - started - sum(t.wall_s for t in finished.timings)
+        stages["finish_handover"] = round(max(0.0, handover) * 1000, 1)
+        self.metrics.stage_seconds.labels(stage="finish_handover").observe(max(0.0, handover))
+        return finished.pdf
 
     async def _load_files(
         self, job: contract.Job, finish: contract.finishing.Finish

@@ -18,6 +18,8 @@ STAGES = (
     "generation_succeeded",
 )
 _LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30, 60, 120)
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+_LEASE_BUCKETS = (1, 2, 3, 4, 5, 7.5, 10, 15, 20, 25, 30, 40, 50, 60, 90, 120)
 _WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
 
@@ -38,6 +40,35 @@ class RendererMetrics:
             "Duration of each stage of a job.",
             ["stage"],
             buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.stage_cpu = Counter(
+            "reportfarm_stage_cpu_seconds",
+            "CPU time of the finishing stages (finish_<stage>), in their finishing process.",
+            ["stage"],
+            registry=r,
+        )
+        self.loop_lag = Histogram(
+            "reportfarm_event_loop_lag_seconds",
+            "How late the renderer's event loop ran a timer (sampled every 100 ms).",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.lease_age = Histogram(
+            "reportfarm_lease_age_seconds",
+            "Seconds since a running job's message was received or last extended, at each "
+            "extension (late when near the visibility timeout).",
+            buckets=_LEASE_BUCKETS,
+            registry=r,
+        )
+        self.finishing_busy = Gauge(
+            "reportfarm_finishing_busy",
+            "Finishing processes running a job's stages now.",
+            registry=r,
+        )
+        self.finishing_replaced = Counter(
+            "reportfarm_finishing_processes_replaced",
+            "Finishing processes that died (and were replaced).",
             registry=r,
         )
         self.queue_wait = Histogram(

@@ -19,9 +19,9 @@ from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
-from reportfarm_renderer import browser, http, network, starting, templates
+from reportfarm_renderer import browser, http, lag, network, starting, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.finishing import keys
+from reportfarm_renderer.finishing import keys, processes
 from reportfarm_renderer.jobs import JobRunner
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
@@ -113,6 +113,16 @@ async def running(
             for queue in (*lanes, events):
                 await queue.ensure()
             await blobs.ensure()
+        finishers = None
+        if settings.finishers() > 0:
+            finishers = processes.FinishingProcesses(
+                size=settings.finishers(),
+                signing_dir=settings.signing_dir if signer is not None else None,
+                tsa_url=settings.tsa_url,
+            )
+            if signer is not None:  # a farm that signs finishes: its processes start now
+                finishers.start()
+            stack.push_async_callback(finishers.close)
         runner = JobRunner(
             settings=settings,
             catalog=catalog,
@@ -121,6 +131,7 @@ async def running(
             metrics=metrics,
             events=events,
             signer=signer,
+            finishers=finishers,
         )
         stack.push_async_callback(runner.hints.close)
         await first_browser
@@ -149,11 +160,13 @@ async def running(
 
         loop_task = asyncio.create_task(worker.run(), name="queue-worker")
         sampler = asyncio.create_task(_sample_memory(pool, metrics), name="memory-sampler")
+        lagging = asyncio.create_task(lag.watch(metrics), name="loop-lag")
         try:
             yield Renderer(settings, parts, pool, worker, lanes, blobs, port)
         finally:
             parts.draining = True
             sampler.cancel()
+            lagging.cancel()
             await worker.drain(timeout=settings.drain_timeout)
             # A receive in flight when the drain began ends by handing its messages back.
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):

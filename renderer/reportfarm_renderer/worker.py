@@ -265,8 +265,10 @@ class QueueWorker:
             if lease.done:
                 return
             try:
+                age = time.monotonic() - lease.extended_at
                 await lease.queue.extend(lease.delivery, visibility_timeout=self.visibility_timeout)
                 lease.extended_at = time.monotonic()
+                self.metrics.lease_age.observe(age)
             except Exception as error:
                 self.metrics.storage_errors.labels(operation="extend").inc()
                 logger.warning("could not extend message %s: %s", lease.delivery.message_id, error)

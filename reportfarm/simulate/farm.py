@@ -225,12 +225,22 @@ class Farm:
             at, _, slot = heapq.heappop(free)
             visible_at, _, job = heapq.heappop(self.queue)
             job.start = max(at, visible_at)
-            slot.job, slot.free_at = job, job.start + job.render_s
+            slot.job, slot.free_at = job, self.held_until(job, slot)
             self._renders.append((job.start, job.render_s))
             heapq.heappush(self._ends, (slot.free_at, next(self._seq), job.render_s, slot.pod))
             if slot.free_at < end:
                 heapq.heappush(free, (slot.free_at, self.rng.random(), slot))
         self._leave(now, end=end)
+
+    def held_until(self, job: workload.Job, slot: Slot) -> float:
+        """When a job gives its browser back: after its render (finishing: see
+        ``simulate.finishing``)."""
+        assert job.start is not None
+        return job.start + job.render_s
+
+    def job_cpu_s(self, render_s: float | None) -> float | None:
+        """CPU a job needs in its pod, as the renderers report it; None: not modelled."""
+        return None
 
     def close(self, now: float) -> None:
         """End of the run: account the pods still there."""

@@ -55,6 +55,7 @@ class PolicyController:
             busy_browsers=None if blind else farm.busy_seen(now),
             mean_render_s=None if blind else mean,
             completed=None if blind else completed,
+            job_cpu_s=None if blind else farm.job_cpu_s(mean),
         )
         state = policy.State.from_dict(self.status)
         decision = policy.decide(observation, spec=self.spec, state=state)

@@ -7,7 +7,7 @@ import random
 from typing import Protocol
 
 from reportfarm import policy
-from reportfarm.simulate import baseline, farm, ours, traces, workload
+from reportfarm.simulate import baseline, farm, finishing, ours, traces, workload
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,6 +41,8 @@ class Scenario:
     """How often the operator's timer decides."""
     max_tail_s: int = 3600
     """After the trace: run until the queue is empty and no pod is left, at most this long."""
+    finishing: finishing.JobCpu | None = None
+    """The CPU each job's finishing takes in its pod (a farm that signs), None: prints only."""
     seed: int = 0
     phase_seed: int | None = None
     """Seeds the controllers' loop phases (and the ReplicaSet's random ties) apart from the jobs:
@@ -105,7 +107,7 @@ def controllers(scenario: Scenario) -> list[Controller]:
 
 def run(trace: traces.Trace, controller: Controller, *, scenario: Scenario) -> Run:
     per_second = workload.make_jobs(trace, render=scenario.render, seed=scenario.seed)
-    cluster = farm.Farm(
+    cluster = (farm.Farm if scenario.finishing is None else finishing.farm(scenario.finishing))(
         timings=scenario.timings,
         browsers_per_pod=controller.initial_browsers_per_pod(),
         rng=random.Random(f"farm:{scenario.seed}"),

@@ -2,24 +2,21 @@
 answering ``application/timestamp-query`` POSTs with tokens signed by a TSA certificate under the
 test root (extended key usage timeStamping, critical, as RFC 3161 requires). The token is made by
 pyHanko's own testing TSA (:class:`~pyhanko.sign.timestamps.dummy_client.DummyTimeStamper`),
-behind a real HTTP exchange, so the renderer's client is the one production uses."""
+behind a real HTTP exchange (the benchmark's server, :func:`authority.serving`), so the renderer's
+client is the one production uses."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import http.server
-import threading
 from collections.abc import Iterator
 
-from asn1crypto import keys as asn1_keys
 from asn1crypto import tsp
-from asn1crypto import x509 as asn1_x509
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from pyhanko.sign.timestamps.dummy_client import DummyTimeStamper
+from reportfarm_renderer.benchmarking import authority
 
 from .keys import Pki, rsa_key
 
@@ -46,49 +43,22 @@ class Authority:
     def __init__(self, pki: Pki) -> None:
         key = rsa_key()  # pyHanko's testing TSA signs with RSA only
         cert = tsa_certificate(pki, key)
-        der_key = key.private_bytes(
-            serialization.Encoding.DER,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        self.stamper = DummyTimeStamper(
-            tsa_cert=asn1_x509.Certificate.load(cert.public_bytes(serialization.Encoding.DER)),
-            tsa_key=asn1_keys.PrivateKeyInfo.load(der_key),
-        )
+        self.stamper = authority.stamper(key, cert)
         self.certificate = cert
         self.tokens = 0
         self.down = False
         self.url = ""
 
+    def answer(self, body: bytes) -> bytes | None:
+        if self.down:
+            return None
+        self.tokens += 1
+        return bytes(self.stamper.request_tsa_response(tsp.TimeStampReq.load(body)).dump())
+
 
 @contextlib.contextmanager
 def running(pki: Pki) -> Iterator[Authority]:
-    authority = Authority(pki)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            if authority.down:
-                self.send_error(503, "down for the test")
-                return
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            answer = authority.stamper.request_tsa_response(tsp.TimeStampReq.load(body)).dump()
-            authority.tokens += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "application/timestamp-reply")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args: object) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    authority.url = f"http://127.0.0.1:{server.server_address[1]}/tsa"
-    try:
-        yield authority
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    tsa = Authority(pki)
+    with authority.serving(tsa.answer) as url:
+        tsa.url = url
+        yield tsa

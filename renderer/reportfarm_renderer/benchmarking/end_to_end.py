@@ -282,14 +282,15 @@ async def worker_process(
     pool_size: int,
     log: Path,
     cpus: Sequence[int] | None = None,
-    extra: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Worker]:
     """``reportfarm worker`` with the production settings but storage, the example templates and
-    ``pool_size`` browsers (and ``extra`` settings), its output in ``log``; pinned to ``cpus``
-    when given (:func:`.pod.pinned`); stopped with SIGTERM (drained) on exit."""
+    ``pool_size`` browsers (and ``extra_env``: a signing key, the EN 16931 rules), its output in
+    ``log``; pinned to ``cpus`` when given (:func:`.pod.pinned`); stopped with SIGTERM (drained)
+    on exit."""
     port = azurite.free_port()
     environment = worker_environment(connection, pool_size=pool_size, port=port)
-    environment.update(extra or {})
+    environment.update(extra_env or {})
     module, args = "reportfarm.cli", ("worker",)
     with log.open("ab") as output:
         process = await asyncio.create_subprocess_exec(

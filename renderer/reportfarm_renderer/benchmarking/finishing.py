@@ -136,8 +136,18 @@ class Costs:
 
 
 def throwaway_signer(folder: Path) -> signing.Signer:
+    """A self-signed key and certificate (:func:`throwaway_key`), loaded as the renderer loads
+    it."""
+    throwaway_key(folder)
+    signer = signing.Signer.load(folder)
+    if signer is None:
+        raise RuntimeError(f"the throwaway key in {folder} was not loaded")
+    return signer
+
+
+def throwaway_key(folder: Path) -> None:
     """A self-signed key and certificate (RSA 2048, one day) laid out as the Secret is mounted
-    (``tls.key``, ``tls.crt``), loaded as the renderer loads it."""
+    (``tls.key``, ``tls.crt``)."""
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -154,10 +164,6 @@ def throwaway_signer(folder: Path) -> signing.Signer:
     )
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     throwaway.self_signed(folder, "reportfarm bench", key, (usage, True))
-    signer = signing.Signer.load(folder)
-    if signer is None:
-        raise RuntimeError(f"the throwaway key in {folder} was not loaded")
-    return signer
 
 
 def one_per_template(documents: list[Document]) -> list[Document]:

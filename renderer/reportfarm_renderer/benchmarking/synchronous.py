@@ -111,7 +111,7 @@ async def our_path(
                     connection,
                     pool_size=pool_size,
                     log=logs / "renderer.log",
-                    extra={"REPORTFARM_PAGES_PER_BROWSER": str(pages_per_browser)},
+                    extra_env={"REPORTFARM_PAGES_PER_BROWSER": str(pages_per_browser)},
                 )
             )
             port = azurite.free_port()

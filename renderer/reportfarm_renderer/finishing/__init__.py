@@ -43,6 +43,7 @@ class FinishingFailed(outcomes.PermanentError):
     def __init__(self, stage: str, reason: str) -> None:
         super().__init__(f"finishing stage {stage!r} failed: {reason}")
         self.stage = stage
+        self.reason = reason
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -61,6 +62,9 @@ class Inputs:
     """When finishing began: the creation date unless the job gives one."""
     business_rules: Path | None = None
     """EN 16931's rules for the ``facturx`` stage (the renderer's ``en16931_xslt`` setting)."""
+    rules_checked: bool = False
+    """The XML passed EN 16931's rules already (in the renderer's process, whose Saxon process
+    runs them: see ``processes``), so the ``facturx`` stage does not run them again."""
     owner_password: str | None = None
     """Set by ``permissions`` for ``sign`` (an encrypted PDF is signed with it), then dropped."""
 

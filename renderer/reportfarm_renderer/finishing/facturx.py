@@ -47,14 +47,7 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
     xml = inputs.files.get(wanted.xml_blob)
     if xml is None:
         raise FinishError(f"the job's file {wanted.xml_blob!r} was not loaded")
-    level = invoice_level(xml, wanted.level)
-    try:
-        facturx_library.xml_check_xsd(xml, flavor="factur-x", level=level)
-    except Exception as error:  # the library raises bare Exceptions for an invalid XML
-        raise FinishError(
-            f"the Factur-X XML is not a valid {level} invoice: {error}"[:800]
-        ) from None
-    en16931.check(xml, level, inputs.business_rules)  # the XSD first: the rules need its shape
+    level = check(xml, wanted.level, inputs.business_rules, rules=not inputs.rules_checked)
     with pikepdf.open(io.BytesIO(pdf)) as printed:
         for name in ("/AF", "/Names"):
             if name in printed.Root:
@@ -80,6 +73,32 @@ def apply(pdf: bytes, inputs: Inputs) -> bytes:
             out = io.BytesIO()
             document.save(out)
             return out.getvalue()
+
+
+def check(xml: bytes, asked: str | None, xslt: object, *, rules: bool = True) -> str:
+    """The invoice's profile, once its XML passed the XSD and (``rules``) EN 16931's rules."""
+    level = invoice_level(xml, asked)
+    try:
+        facturx_library.xml_check_xsd(xml, flavor="factur-x", level=level)
+    except Exception as error:  # the library raises bare Exceptions for an invalid XML
+        raise FinishError(
+            f"the Factur-X XML is not a valid {level} invoice: {error}"[:800]
+        ) from None
+    if rules:  # the XSD first: the rules need its shape
+        en16931.check(xml, level, xslt)  # type: ignore[arg-type]
+    return level
+
+
+def check_rules(pdf: bytes, inputs: Inputs) -> bytes:
+    """The checks of :func:`apply` alone (``pdf`` untouched): a stage the renderer's process
+    runs before it hands the job to a finishing process."""
+    wanted = inputs.finish.facturx
+    assert wanted is not None
+    xml = inputs.files.get(wanted.xml_blob)
+    if xml is None:
+        raise FinishError(f"the job's file {wanted.xml_blob!r} was not loaded")
+    check(xml, wanted.level, inputs.business_rules)
+    return pdf
 
 
 def invoice_level(xml: bytes, asked: str | None) -> str:

@@ -24,14 +24,14 @@ class SignerError(Exception):
     missing): the renderer does not start."""
 
 
-def load(folder: Path, *, timestamp_url: str | None = None) -> Signer | None:
+def load(folder: Path, *, timestamp_url: str | None = None, prove: bool = True) -> Signer | None:
     """:meth:`.signing.Signer.load` when ``folder`` holds a key or a certificate; None, without
     importing the signing libraries, when it holds neither (signing is off). Blocking."""
     if absent(folder):
         return None
     from . import signing
 
-    return signing.Signer.load(folder, timestamp_url=timestamp_url)
+    return signing.Signer.load(folder, timestamp_url=timestamp_url, prove=prove)
 
 
 def absent(folder: Path) -> bool:

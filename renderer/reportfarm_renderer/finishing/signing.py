@@ -45,7 +45,7 @@ import io
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pikepdf
 from asn1crypto import keys as asn1_keys
@@ -53,13 +53,16 @@ from asn1crypto import x509 as asn1_x509
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.x509.oid import NameOID
 from pyhanko.pdf_utils.crypt import AuthStatus
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign import fields, signers, timestamps
+from pyhanko.sign.general import SigningError
 from pyhanko.sign.timestamps.common_utils import TimestampRequestError
 from pyhanko_certvalidator.registry import SimpleCertificateStore
+from pyhanko_certvalidator.util import get_pyca_cryptography_hash, process_pss_params
 
 from reportfarm import outcomes
 from reportfarm.finishing import FinishError, Signature
@@ -105,6 +108,10 @@ class Signer:
     timestamper: timestamps.TimeStamper | None = None
     """The timestamp authority (RFC 3161) that makes signatures PAdES B-T; None: B-B."""
     timestamp_url: str | None = None
+    reserved: dict[bool, int] = dataclasses.field(default_factory=dict)
+    """Bytes to reserve for the signature container, by whether it is timestamped: pyHanko's
+    estimate (a whole dry-run signature, ~a third of an invisible signature's CPU) taken from the
+    first signature of each kind, then reused (:func:`sign`)."""
 
     @property
     def subject(self) -> str:
@@ -143,9 +150,12 @@ class Signer:
             )
 
     @classmethod
-    def load(cls, folder: Path, *, timestamp_url: str | None = None) -> Signer | None:
+    def load(
+        cls, folder: Path, *, timestamp_url: str | None = None, prove: bool = True
+    ) -> Signer | None:
         """The key in ``folder`` (a mounted ``kubernetes.io/tls`` Secret), proven by signing a
-        blank page; None when the folder holds neither key nor certificate (signing is off).
+        blank page (unless ``prove`` is False: a finishing process loads the key the renderer
+        proved); None when the folder holds neither key nor certificate (signing is off).
         Blocking (files, a signature): run it in a thread. Raises :class:`SignerError`."""
         key_path, cert_path = folder / KEY_FILE, folder / CERT_FILE
         if absent(folder):
@@ -186,6 +196,8 @@ class Signer:
             timestamp_url=timestamp_url,
         )
         stamp_fonts()
+        if not prove:
+            return signer
         signer.prove()
         signer.try_timestamp()
         if fonts.undrawable(signer.name) is not None:
@@ -251,6 +263,29 @@ def sign(
     update; ``owner_password`` opens an encrypted PDF. Raises FinishError on a job's mistake."""
     moment = moment or datetime.datetime.now(datetime.UTC)
     signer.check_current(moment)
+    timestamped = signer.timestamper is not None
+    reserved = signer.reserved.get(timestamped)
+    try:
+        signed = _signed(pdf, signer, wanted, owner_password, moment, reserved)
+    except SigningError as error:
+        if reserved is None or "larger than expected" not in str(error):
+            raise
+        # a container larger than the first one (a longer chain from the authority): estimate
+        signer.reserved.pop(timestamped, None)
+        signed = _signed(pdf, signer, wanted, owner_password, moment, None)
+    if reserved is None and owner_password is None:  # an encrypted one is not read back
+        signer.reserved[timestamped] = _reserved_size(signed)
+    return signed
+
+
+def _signed(
+    pdf: bytes,
+    signer: Signer,
+    wanted: Signature,
+    owner_password: str | None,
+    moment: datetime.datetime,
+    reserved: int | None,
+) -> bytes:
     writer = _Writer(io.BytesIO(pdf))
     if writer.prev.encrypted:
         if owner_password is None:
@@ -271,7 +306,7 @@ def sign(
             pdf_signer = signers.PdfSigner(
                 metadata, signer.pyhanko_signer, new_field_spec=spec, timestamper=signer.timestamper
             )
-            return pdf_signer.sign_pdf(writer).getvalue()
+            return pdf_signer.sign_pdf(writer, bytes_reserved=reserved).getvalue()
         page, box = _placement(pdf, wanted)
         text = stamp_text(signer.name, moment, wanted)
         spec = fields.SigFieldSpec(FIELD_NAME, on_page=page, box=box)
@@ -282,12 +317,22 @@ def sign(
             new_field_spec=spec,
             timestamper=signer.timestamper,
         )
-        return pdf_signer.sign_pdf(writer, appearance_text_params={"text": text}).getvalue()
+        return pdf_signer.sign_pdf(
+            writer, bytes_reserved=reserved, appearance_text_params={"text": text}
+        ).getvalue()
     except TimestampRequestError as error:  # the authority is away: another delivery may do
         raise outcomes.TemporaryError(
             f"the timestamp authority {signer.timestamp_url} did not answer: {error}"[:500],
             delay_s=TSA_RETRY_S,
         ) from error
+
+
+def _reserved_size(signed: bytes) -> int:
+    """The bytes pyHanko reserved for the last signature of ``signed`` (its ``/Contents``, as
+    hexadecimal digits: twice the container's bytes)."""
+    reader = PdfFileReader(io.BytesIO(signed))
+    contents = reader.embedded_signatures[-1].sig_object["/Contents"]
+    return 2 * len(bytes(contents))
 
 
 def stamp_text(name: str, moment: datetime.datetime, wanted: Signature) -> str:
@@ -442,8 +487,42 @@ def _pyhanko_signer(
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    return signers.SimpleSigner(
+    return _LoadedKeySigner(
+        key,
         signing_cert=as_asn1(certificate),
         signing_key=asn1_keys.PrivateKeyInfo.load(der),
         cert_registry=SimpleCertificateStore.from_certs([as_asn1(cert) for cert in chain]),
     )
+
+
+class _LoadedKeySigner(signers.SimpleSigner):
+    """pyHanko's in-memory signer with the key parsed once: its own ``sign_raw`` parses the key
+    from DER for every signature (for an RSA key, OpenSSL's checks: the largest single cost of
+    an invisible signature here). Same mechanisms, same results; another mechanism than
+    RSA (PKCS#1 v1.5, PSS), ECDSA or EdDSA goes to pyHanko's own."""
+
+    def __init__(self, key: PrivateKey, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._key = key
+
+    def sign_raw(self, data: bytes, digest_algorithm: str) -> bytes:
+        mechanism = self.get_signature_mechanism_for_digest(digest_algorithm)
+        try:
+            name = mechanism.signature_algo
+        except ValueError:  # as pyHanko's own sign_raw reads it
+            name = mechanism["algorithm"].native
+        key = self._key
+        if isinstance(key, rsa.RSAPrivateKey) and name == "rsassa_pkcs1v15":
+            return key.sign(data, padding.PKCS1v15(), get_pyca_cryptography_hash(digest_algorithm))
+        if isinstance(key, rsa.RSAPrivateKey) and name == "rsassa_pss":
+            pss, hash_algorithm = process_pss_params(mechanism["parameters"])
+            return key.sign(data, pss, hash_algorithm)
+        if isinstance(key, ec.EllipticCurvePrivateKey) and name == "ecdsa":
+            algorithm = ec.ECDSA(get_pyca_cryptography_hash(digest_algorithm))
+            return key.sign(data, algorithm)
+        if isinstance(key, ed25519.Ed25519PrivateKey | ed448.Ed448PrivateKey) and name in (
+            "ed25519",
+            "ed448",
+        ):
+            return key.sign(data)
+        return super().sign_raw(data, digest_algorithm)

@@ -1,0 +1,47 @@
+"""Capacity that counts finishing: how many browsers a pod's CPUs can keep busy when a job needs
+CPU besides its print (PDF/A, Factur-X, a signature: ``reportfarm_stage_cpu_seconds`` in the
+renderer's finishing processes).
+
+The policy sizes pools in browsers: a busy browser completes a job every ``render_s``. A job that
+is also finished needs ``job_cpu_s`` of CPU in its pod end to end (the print's share and the
+finishing stages'), so a busy browser's stream of jobs needs ``job_cpu_s / render_s`` cores,
+which may be more than the ``browser_cpu`` the spec assumes for a print alone. :func:`sized`
+gives the policy a spec whose ``browser_cpu`` is that need, so ``browsers_that_fit`` is what the
+pod's CPUs hold, and a farm that signs everything gets more pods of fewer browsers, not browsers
+that wait for CPU. Pure, like the policy: the figures come in with the observation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reportfarm.policy import Observation, PoolSpec
+
+
+def browser_cpu(*, job_cpu_s: float, render_s: float) -> float:
+    """Cores one busy browser's jobs need end to end (print and finishing)."""
+    return job_cpu_s / render_s
+
+
+def sized(spec: PoolSpec, observation: Observation, *, render_s: float | None) -> PoolSpec:
+    """``spec`` with ``browser_cpu`` raised to what a busy browser's jobs need in CPU when the
+    renderers reported it (``observation.job_cpu_s``), else ``spec`` as it is."""
+    job_cpu_s = observation.job_cpu_s
+    render_s = render_s or spec.default_render_s
+    if job_cpu_s is None or job_cpu_s <= 0 or render_s <= 0:
+        return spec
+    need = browser_cpu(job_cpu_s=job_cpu_s, render_s=render_s)
+    if need <= spec.browser_cpu:
+        return spec
+    return dataclasses.replace(spec, browser_cpu=need)
+
+
+def job_cpu_s(*, print_cpu_s: float, finish_cpu_s: float, jobs: float) -> float | None:
+    """CPU seconds per job end to end, from counters over an interval: the print's CPU (the
+    browsers' and the renderer's) and the finishing stages' (``reportfarm_stage_cpu_seconds``),
+    over the jobs completed; None without jobs."""
+    if jobs <= 0:
+        return None
+    return (print_cpu_s + finish_cpu_s) / jobs

@@ -1,0 +1,60 @@
+"""Capacity that counts finishing: the CPU a job needs end to end sizes pods and browsers, and a
+simulated farm that signs every job keeps the queue waits of one that only prints."""
+
+from __future__ import annotations
+
+import pytest
+
+from reportfarm import capacity, policy
+from reportfarm.simulate import finishing
+
+SPEC = policy.PoolSpec(
+    min_replicas=0, max_replicas=50, max_browsers_per_pod=8, pod_cpu=2.0, browser_cpu=0.5
+)
+
+
+def _observe(*, depth: int, busy: int, job_cpu_s: float | None) -> policy.Observation:
+    return policy.Observation(
+        now=0.0,
+        queue_depth=depth,
+        ready_replicas=2,
+        browsers_per_pod=4,
+        busy_browsers=busy,
+        mean_render_s=0.5,
+        job_cpu_s=job_cpu_s,
+    )
+
+
+@pytest.mark.parametrize(
+    ("job_cpu_s", "fit"),
+    [
+        pytest.param(None, 4, id="unknown: browsers alone"),
+        pytest.param(0.2, 4, id="a print's CPU: no change"),
+        pytest.param(0.5, 2, id="1 core a browser"),
+        pytest.param(0.8, 1, id="more than a pod's share"),
+    ],
+)
+def test_a_browsers_cpu_is_what_its_jobs_need_end_to_end(job_cpu_s: float | None, fit: int) -> None:
+    sized = capacity.sized(SPEC, _observe(depth=0, busy=0, job_cpu_s=job_cpu_s), render_s=0.5)
+    assert sized.browsers_that_fit == fit
+    assert sized.browser_cpu >= SPEC.browser_cpu
+
+
+def test_the_policy_gives_a_signing_farm_more_pods_of_fewer_browsers() -> None:
+    prints = policy.decide(_observe(depth=40, busy=8, job_cpu_s=0.2), SPEC)
+    signs = policy.decide(_observe(depth=40, busy=8, job_cpu_s=0.5), SPEC)
+    assert (signs.browsers_per_pod, prints.browsers_per_pod) == (2, 4)
+    assert signs.replicas > prints.replicas
+    assert capacity.job_cpu_s(print_cpu_s=3.0, finish_cpu_s=1.0, jobs=10) == 0.4
+    assert capacity.job_cpu_s(print_cpu_s=3.0, finish_cpu_s=1.0, jobs=0) is None
+
+
+def test_a_signing_farm_holds_the_queue_waits_of_a_printing_one() -> None:
+    results = finishing.compare(("steady",))
+    counted, prints = results["steady/cpu counted"], results["steady/prints only"]
+    blind = results["steady/browsers only"]
+    for result in results.values():
+        assert result["jobs_completed"] == result["jobs_total"]
+    assert counted["p95_wait_s"] <= counted["target_wait_s"]
+    assert counted["p95_wait_s"] <= blind["p95_wait_s"]
+    assert counted["pod_seconds"] > prints["pod_seconds"]  # the signatures' CPU is paid for
