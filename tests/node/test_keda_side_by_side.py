@@ -1,15 +1,19 @@
 """Our operator beside the real KEDA + HPA on the real node (``tests/node/sidebyside.py``).
 
-In CI: a short burst, ours and KEDA with a 60 s window, each from one Ready pod: every job stored
-once on both sides, KEDA's HPA really scaled the Deployment, and the figures printed. The whole
-side by side (four traces, ours, keda-60 and keda-120) is the same test with
-``REPORTFARM_KEDA_FULL=1`` (``scripts/bench_keda.sh``; ``REPORTFARM_KEDA_TRACES`` picks some of
-them), which also writes the table, the JSON and the plot to ``REPORTFARM_KEDA_OUT`` (default
-``out/keda``).
+In CI, a short check: a 40-job burst to ours and to KEDA at the same time (each on its own
+queue, at most 2 pods each so that both fit the node's 2 cores, both scale-down windows 15 s),
+from one Ready pod each: every job stored once on both sides, both sides really scaled up (KEDA
+through the HPA) and came back to one pod, and the figures (JSON, table, plot) were written.
+
+The whole side by side (four traces, ours, keda-60 and keda-120 one after the other at up to 4
+pods each) is the same test with ``REPORTFARM_KEDA_FULL=1`` (``scripts/bench_keda.sh``;
+``REPORTFARM_KEDA_TRACES`` and ``REPORTFARM_KEDA_SIDES`` pick some, e.g. ``keda-60-q4`` for
+another KEDA setting), which adds its runs to ``REPORTFARM_KEDA_OUT`` (default ``out/keda``).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 from collections.abc import Iterator
@@ -18,12 +22,15 @@ from pathlib import Path
 import pytest
 
 from tests.harness import keda as keda_harness
-from tests.node import farm, images, sidebyside
+from tests.node import farm, images, sidebyside, sidebyside_report
 from tests.node import node as node_harness
 
 pytestmark = [pytest.mark.keda, pytest.mark.timeout(7200)]
 
 FULL = os.environ.get("REPORTFARM_KEDA_FULL") == "1"
+CHECK = sidebyside.Trace("check-burst", ((0.0, 40),))
+"""The short check's burst: enough for a backlog that outlasts a pod start on one pod."""
+CHECK_LIMITS = sidebyside.Limits(max_pods=sidebyside.MAX_PODS // 2, scale_down_s=15)
 
 
 @pytest.fixture(scope="module")
@@ -37,33 +44,14 @@ def test_our_operator_beside_the_real_keda_on_the_real_node(
     cluster: tuple[farm.Tools, node_harness.Node, str],
     built_images: dict[str, images.Image],
     keda: keda_harness.Keda,
+    tmp_path: Path,
 ) -> None:
     tools, _, connection = cluster
+    image = built_images["renderer"].ref
     if FULL:
-        chosen = os.environ.get("REPORTFARM_KEDA_TRACES", "burst,jump,small,wake").split(",")
-        traces = [sidebyside.traces()[name] for name in chosen]
-        sides, tail = list(sidebyside.iter_sides("ours,keda-60,keda-120")), 150.0
+        runs = full(tools, keda, connection, image=image)
     else:
-        traces = [sidebyside.traces(scale=0.5)["burst"]]
-        sides, tail = ["ours", "keda-60"], 75.0
-    runs = []
-    for trace in traces:
-        for side in sides:
-            run = sidebyside.run_side(
-                tools, keda, connection, side=side, trace=trace,
-                image=built_images["renderer"].ref, tail=tail,
-            )  # fmt: skip
-            print(json.dumps(run.figures()))
-            runs.append(run)
-    print(sidebyside.table(runs))
-    if FULL:
-        out = Path(os.environ.get("REPORTFARM_KEDA_OUT", "out/keda"))
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "runs.json").write_text(
-            json.dumps([{**r.figures(), "replicas": r.replicas} for r in runs], indent=1)
-        )
-        (out / "table.md").write_text(sidebyside.table(runs) + "\n")
-        sidebyside.plot(runs, str(out / "replicas.png"))
+        runs = check(tools, keda, connection, image=image, out=tmp_path)
     for run in runs:
         assert (run.lost, run.failed, run.interrupted) == (0, 0, 0), run.figures()
         assert len(run.waits) == run.jobs, run.figures()
@@ -72,3 +60,55 @@ def test_our_operator_beside_the_real_keda_on_the_real_node(
     assert all(max(d for _, d, _ in r.replicas) > 1 for r in keda_runs), [
         r.replicas for r in keda_runs
     ]
+
+
+def check(
+    tools: farm.Tools, keda: keda_harness.Keda, connection: str, *, image: str, out: Path
+) -> list[sidebyside.Run]:
+    """Both sides at once on the short burst, each until it is back at one pod."""
+
+    def one(side: str) -> sidebyside.Run:
+        return sidebyside.run_side(
+            tools, keda, connection, side=side, trace=CHECK, image=image, tail=180.0,
+            limits=CHECK_LIMITS, settle=True,
+        )  # fmt: skip
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(one, ("ours", "keda-15")))
+    print(sidebyside_report.table(runs))
+    for run in runs:
+        print(json.dumps(run.figures()))
+        desired = [d for _, d, _ in run.replicas]
+        # Both scaled up (ours: a second pod for a backlog that outlasts a pod start) and back.
+        assert max(desired) == CHECK_LIMITS.max_pods, (run.side, run.replicas)
+        assert run.replicas[-1][1:] == (1, 1), (run.side, run.replicas)
+        assert run.pod_seconds > 0 and run.pod_starts, run.figures()
+    sidebyside_report.write(out, runs)
+    kept = json.loads((out / "runs.json").read_text())
+    assert [r["side"] for r in kept] == ["ours", "keda-15"], kept
+    assert (out / "replicas.png").stat().st_size > 0 and "| check-burst | ours |" in (
+        out / "table.md"
+    ).read_text()
+    return runs
+
+
+def full(
+    tools: farm.Tools, keda: keda_harness.Keda, connection: str, *, image: str
+) -> list[sidebyside.Run]:
+    """The chosen traces and sides one after the other, added to the output folder."""
+    chosen = os.environ.get("REPORTFARM_KEDA_TRACES", "burst,jump,small,wake").split(",")
+    sides = list(
+        sidebyside.iter_sides(os.environ.get("REPORTFARM_KEDA_SIDES", "ours,keda-60,keda-120"))
+    )
+    runs = []
+    for trace in (sidebyside.traces()[name] for name in chosen):
+        for side in sides:
+            run = sidebyside.run_side(
+                tools, keda, connection, side=side, trace=trace, image=image, tail=150.0
+            )
+            print(json.dumps(run.figures()), flush=True)
+            runs.append(run)
+            # Stored after each run: a run cut short by a shared node's slot keeps what it has.
+            sidebyside_report.write(Path(os.environ.get("REPORTFARM_KEDA_OUT", "out/keda")), [run])
+    print(sidebyside_report.table(runs))
+    return runs

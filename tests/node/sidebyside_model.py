@@ -1,0 +1,171 @@
+"""The simulator beside the real node: the side by side's traces through ``reportfarm.simulate``
+with the node's measured pod start and render times, for both sides, next to the real figures.
+
+``python -m tests.node.sidebyside_model [RUNS.json]`` reads what ``scripts/bench_keda.sh`` stored
+(``out/keda/runs.json``), runs the model for every (trace, side) measured there and prints a
+markdown table: real (mean over runs) vs model (mean over loop-phase draws) p95 / p99
+submit-to-stored, pod-seconds from Ready, and the model's gap in %.
+
+What is matched to the real run: the same arrivals (``sidebyside.traces``, whole seconds), the
+same ReportPool read by the operator's own ``specs.pool_spec`` (1..4 pods, 1..2 browsers, the
+same target wait, scale-down window and idle time), KEDA's ScaledObject as ``sidebyside`` writes
+it (queueLength 2, polling 5 s, +4 pods per 15 s, the window and cooldown), the pods Ready at
+second 0, the observation window (trace + tail), the pod start measured on the node (creation to
+Ready, median of the side's runs) and the render time measured in the records' stages (a
+lognormal through the median and p90). The model's wait is arrival to render start; the node's
+is submit to stored, so the model's figure here is start + render - arrival.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from reportfarm_operator import specs
+
+from reportfarm.quantiles import quantile
+from reportfarm.simulate import baseline, farm, running, traces, workload
+from tests.node import sidebyside
+
+TAIL_S = 150
+"""The full side by side's observation tail after the trace (``test_keda_side_by_side``)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Measured:
+    """What the model takes from the node's runs of one side."""
+
+    pod_start_s: float
+    render: workload.RenderTimes
+
+
+def per_second(trace: sidebyside.Trace) -> traces.Trace:
+    """The node's trace as the simulator's jobs per second."""
+    counts = [0] * (math.floor(trace.duration) + 1)
+    for at, count in trace.arrivals:
+        counts[math.floor(at)] += count
+    return traces.Trace(name=trace.name, arrivals=tuple(counts))
+
+
+def measured(runs: Sequence[dict[str, Any]], *, default_pod_start_s: float) -> Measured:
+    """The pod start (median of the Ready times measured) and the render-time lognormal of
+    ``runs`` (one side's)."""
+    starts = [s for run in runs for s in run.get("pod_start_s", [])]
+    p50s = [run["service_p50_s"] for run in runs if run.get("service_p50_s")]
+    p90s = [run["service_p90_s"] for run in runs if run.get("service_p90_s")]
+    median = statistics.median(p50s) if p50s else 1.0
+    p90 = statistics.median(p90s) if p90s else median * 1.5
+    sigma = max(0.05, math.log(p90 / median) / 1.2816)  # 1.2816: the normal's 90th percentile
+    return Measured(
+        pod_start_s=statistics.median(starts) if starts else default_pod_start_s,
+        render=workload.RenderTimes(median_s=median, sigma=sigma),
+    )
+
+
+def scenario(trace: sidebyside.Trace, side: str, taken: Measured, *, phase: int) -> Any:
+    """The simulator's scenario of ``side`` on ``trace`` as the node ran it."""
+    pool = sidebyside.pool_spec("queue", "image", from_zero=trace.from_zero)
+    spec = specs.pool_spec(pool["spec"])
+    grace = float(pool["spec"].get("terminationGracePeriodSeconds", 90))
+    keda = None
+    if side != "ours":
+        window = float(side.split("-")[1])
+        keda = baseline.KedaHpaSettings(
+            queue_length=sidebyside.BROWSERS,
+            browsers_per_pod=sidebyside.BROWSERS,
+            min_replicas=spec.min_replicas,
+            max_replicas=sidebyside.MAX_PODS,
+            polling_s=5.0,
+            cooldown_s=window,
+            scale_down_window_s=window,
+            scale_up_percent=0.0,  # the ScaledObject has one Pods policy only
+            scale_up_pods=sidebyside.MAX_PODS,
+        )
+    return running.Scenario(
+        spec=spec,
+        keda=keda,
+        timings=farm.Timings(pod_start_s=taken.pod_start_s, grace_period_s=grace),
+        render=taken.render,
+        initial_replicas=0 if trace.from_zero else 1,
+        max_tail_s=TAIL_S,
+        seed=0,
+        phase_seed=phase,
+    )
+
+
+def model(trace: sidebyside.Trace, side: str, taken: Measured, *, phases: int) -> dict[str, float]:
+    """The model's figures for ``side`` on ``trace``, the mean over ``phases`` loop draws."""
+    rows = []
+    for phase in range(phases):
+        chosen = scenario(trace, side, taken, phase=phase)
+        ours, keda = running.controllers(chosen)
+        run = running.run(per_second(trace), ours if side == "ours" else keda, scenario=chosen)
+        stored = [j.start + j.render_s - j.arrival for j in run.jobs if j.start is not None]
+        rows.append(
+            {
+                "p95_s": quantile(stored, 0.95) or 0.0,
+                "p99_s": quantile(stored, 0.99) or 0.0,
+                "pod_seconds": run.farm.ready_pod_seconds,
+                "interrupted": float(run.farm.interrupted),
+                "lost": float(len(run.jobs) - len(stored)),
+            }
+        )
+    return {key: statistics.fmean(row[key] for row in rows) for key in rows[0]}
+
+
+def compare(stored: Sequence[dict[str, Any]], *, phases: int = 5) -> list[dict[str, Any]]:
+    """Per (trace, side) measured: the real mean, the model's mean and the gap."""
+    shapes = sidebyside.traces()
+    starts = [s for run in stored for s in run.get("pod_start_s", [])]
+    pooled = statistics.median(starts) if starts else 20.0
+    rows = []
+    for name, side in dict.fromkeys((run["trace"], run["side"]) for run in stored):
+        real = [run for run in stored if (run["trace"], run["side"]) == (name, side)]
+        side_runs = [run for run in stored if run["side"] == side]
+        taken = measured(side_runs, default_pod_start_s=pooled)
+        simulated = model(shapes[name], side, taken, phases=phases)
+        row: dict[str, Any] = {"trace": name, "side": side, "runs": len(real)}
+        for key in ("p95_s", "p99_s", "pod_seconds"):
+            mean = statistics.fmean(run[key] for run in real)
+            row[key] = (mean, simulated[key], (simulated[key] - mean) / mean * 100 if mean else 0)
+        row["pod_start_s"], row["render_median_s"] = taken.pod_start_s, taken.render.median_s
+        rows.append(row)
+    return rows
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    head = (
+        "| trace | side | runs | p95 s real / model (gap) | p99 s real / model (gap) "
+        "| pod-s real / model (gap) | pod start, render median s |"
+    )
+    lines = [head, "|" + "---|" * 7]
+    for row in rows:
+        cells = [
+            f"{real:.1f} / {model:.1f} ({gap:+.0f} %)"
+            for real, model, gap in (row[k] for k in ("p95_s", "p99_s", "pod_seconds"))
+        ]
+        lines.append(
+            f"| {row['trace']} | {row['side']} | {row['runs']} | {' | '.join(cells)} "
+            f"| {row['pod_start_s']:.1f}, {row['render_median_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="?", default="out/keda/runs.json")
+    parser.add_argument("--phases", type=int, default=5, help="loop-phase draws per figure")
+    args = parser.parse_args(argv)
+    print(table(compare(json.loads(Path(args.runs).read_text()), phases=args.phases)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
