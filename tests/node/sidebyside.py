@@ -84,7 +84,7 @@ def traces(*, seed: int = 0, scale: float = 1.0) -> dict[str, Trace]:
             at += rng.expovariate(rate)
     small: list[tuple[float, int]] = []
     at = 0.0
-    for _ in range(n(6)):
+    for _ in range(n(4)):
         small.append((round(at, 2), rng.randint(5, 10)))
         at += rng.uniform(30, 45)
     return {
@@ -116,6 +116,11 @@ class Run:
     """Seconds each stored job spent in its stages (load, render, print, store)."""
     pod_starts: list[float] = dataclasses.field(default_factory=list)
     """Seconds from each pod's creation to its Ready (the pods that started in the window)."""
+    first_renders: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Each worker's (pod's) first render start, unix time (its record's end - its stages)."""
+    pod_serving: list[float] = dataclasses.field(default_factory=list)
+    """Seconds from each pod's creation to its first render: a pod takes jobs before the
+    kubelet's readiness probe marks it Ready, so this is the pod start that serves."""
     stored: dict[str, Any] | None = None
     """The figures as stored, for a run read back from ``runs.json``."""
 
@@ -149,6 +154,7 @@ class Run:
             "service_p50_s": quantiles.quantile(self.services, 0.5) if self.services else None,
             "service_p90_s": quantiles.quantile(self.services, 0.9) if self.services else None,
             "pod_start_s": sorted(round(s, 1) for s in self.pod_starts),
+            "pod_serving_s": sorted(round(s, 1) for s in self.pod_serving),
         }
 
 
@@ -411,7 +417,13 @@ async def results(connection: str, queue: str, ids: list[str], *, timeout: float
         if record.submitted_at is not None and record.finished_at is not None:
             run.waits.append(record.finished_at - record.submitted_at)
         if record.stages_ms:
-            run.services.append(sum(record.stages_ms.values()) / 1000)
+            service = sum(record.stages_ms.values()) / 1000
+            run.services.append(service)
+            if record.worker and record.finished_at is not None:
+                began = record.finished_at - service
+                run.first_renders[record.worker] = min(
+                    began, run.first_renders.get(record.worker, began)
+                )
     return run
 
 
@@ -489,6 +501,11 @@ def run_side(
         run.cpu_seconds = run.pod_seconds * cpu_request(pool)
         run.replicas = sampler.samples
         run.pod_starts = sampler.pod_starts()
+        run.pod_serving = [  # a pod idle when Ready started serving then
+            min(run.first_renders.get(name, ready), ready) - sampler.created_at[name]
+            for name, ready in sampler.ready_at.items()
+            if sampler.created_at.get(name, 0.0) >= sampler.start
+        ]
         run.reversals = reversals(sampler.samples)
         return run
     finally:

@@ -55,9 +55,9 @@ def per_second(trace: sidebyside.Trace) -> traces.Trace:
 
 
 def measured(runs: Sequence[dict[str, Any]], *, default_pod_start_s: float) -> Measured:
-    """The pod start (median of the Ready times measured) and the render-time lognormal of
-    ``runs`` (one side's)."""
-    starts = [s for run in runs for s in run.get("pod_start_s", [])]
+    """The pod start (the median of creation to first render where the runs measured it, else
+    of creation to Ready) and the render-time lognormal of ``runs``."""
+    starts = [s for run in runs for s in run.get("pod_serving_s") or run.get("pod_start_s", [])]
     p50s = [run["service_p50_s"] for run in runs if run.get("service_p50_s")]
     p90s = [run["service_p90_s"] for run in runs if run.get("service_p90_s")]
     median = statistics.median(p50s) if p50s else 1.0
@@ -121,21 +121,26 @@ def model(trace: sidebyside.Trace, side: str, taken: Measured, *, phases: int) -
 
 
 def compare(stored: Sequence[dict[str, Any]], *, phases: int = 5) -> list[dict[str, Any]]:
-    """Per (trace, side) measured: the real mean, the model's mean and the gap."""
+    """Per (trace, side) measured: the real mean and the model's mean over the same runs, each
+    run modelled with its own pod start and render time (the machine's load moves both: the
+    render median went from ~1 s to ~3 s between runs here). Runs that recorded no render time
+    (before ``service_p50_s`` existed) are left out."""
     shapes = sidebyside.traces()
     starts = [s for run in stored for s in run.get("pod_start_s", [])]
     pooled = statistics.median(starts) if starts else 20.0
     rows = []
-    for name, side in dict.fromkeys((run["trace"], run["side"]) for run in stored):
-        real = [run for run in stored if (run["trace"], run["side"]) == (name, side)]
-        side_runs = [run for run in stored if run["side"] == side]
-        taken = measured(side_runs, default_pod_start_s=pooled)
-        simulated = model(shapes[name], side, taken, phases=phases)
+    modelled = [run for run in stored if run.get("service_p50_s")]
+    for name, side in dict.fromkeys((run["trace"], run["side"]) for run in modelled):
+        real = [run for run in modelled if (run["trace"], run["side"]) == (name, side)]
+        taken = [measured([run], default_pod_start_s=pooled) for run in real]
+        simulated = [model(shapes[name], side, one, phases=phases) for one in taken]
         row: dict[str, Any] = {"trace": name, "side": side, "runs": len(real)}
         for key in ("p95_s", "p99_s", "pod_seconds"):
             mean = statistics.fmean(run[key] for run in real)
-            row[key] = (mean, simulated[key], (simulated[key] - mean) / mean * 100 if mean else 0)
-        row["pod_start_s"], row["render_median_s"] = taken.pod_start_s, taken.render.median_s
+            guess = statistics.fmean(one[key] for one in simulated)
+            row[key] = (mean, guess, (guess - mean) / mean * 100 if mean else 0.0)
+        row["pod_start_s"] = statistics.fmean(one.pod_start_s for one in taken)
+        row["render_median_s"] = statistics.fmean(one.render.median_s for one in taken)
         rows.append(row)
     return rows
 

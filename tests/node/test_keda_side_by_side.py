@@ -6,7 +6,7 @@ from one Ready pod each: every job stored once on both sides, both sides really 
 through the HPA) and came back to one pod, and the figures (JSON, table, plot) were written.
 
 The whole side by side (four traces, ours, keda-60 and keda-120 one after the other at up to 4
-pods each) is the same test with ``REPORTFARM_KEDA_FULL=1`` (``scripts/bench_keda.sh``;
+pods each) is ``test_full_side_by_side``, run with ``REPORTFARM_KEDA_FULL=1`` (``scripts/bench_keda.sh``;
 ``REPORTFARM_KEDA_TRACES`` and ``REPORTFARM_KEDA_SIDES`` pick some, e.g. ``keda-60-q4`` for
 another KEDA setting), which adds its runs to ``REPORTFARM_KEDA_OUT`` (default ``out/keda``).
 """
@@ -40,23 +40,33 @@ def keda(cluster: tuple[farm.Tools, node_harness.Node, str]) -> Iterator[keda_ha
         yield running
 
 
-def test_our_operator_beside_the_real_keda_on_the_real_node(
+def test_short_side_by_side_both_scale_and_lose_nothing(
     cluster: tuple[farm.Tools, node_harness.Node, str],
     built_images: dict[str, images.Image],
     keda: keda_harness.Keda,
     tmp_path: Path,
 ) -> None:
     tools, _, connection = cluster
-    image = built_images["renderer"].ref
-    if FULL:
-        runs = full(tools, keda, connection, image=image)
-    else:
-        runs = check(tools, keda, connection, image=image, out=tmp_path)
+    runs = check(tools, keda, connection, image=built_images["renderer"].ref, out=tmp_path)
+    served_once(runs)
+
+
+@pytest.mark.skipif(not FULL, reason="the whole side by side: REPORTFARM_KEDA_FULL=1")
+def test_full_side_by_side(
+    cluster: tuple[farm.Tools, node_harness.Node, str],
+    built_images: dict[str, images.Image],
+    keda: keda_harness.Keda,
+) -> None:
+    tools, _, connection = cluster
+    served_once(full(tools, keda, connection, image=built_images["renderer"].ref))
+
+
+def served_once(runs: list[sidebyside.Run]) -> None:
+    """Every job stored once on every side; KEDA's HPA really scaled its Deployment."""
     for run in runs:
         assert (run.lost, run.failed, run.interrupted) == (0, 0, 0), run.figures()
         assert len(run.waits) == run.jobs, run.figures()
     keda_runs = [r for r in runs if r.side.startswith("keda")]
-    # KEDA and the HPA were in the loop: they took the Deployment above where it started.
     assert all(max(d for _, d, _ in r.replicas) > 1 for r in keda_runs), [
         r.replicas for r in keda_runs
     ]
