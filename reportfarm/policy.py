@@ -381,7 +381,9 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     blind = observation.busy_browsers is None
     busy = observation.busy_browsers or 0
     depth = observation.queue_depth
-    has_work = (depth or 0) > 0 or busy > 0
+    # Work: a queued message, a busy browser, or a render completed since the last decision (a
+    # trickle's jobs render between two ticks and are never seen queued nor running).
+    has_work = (depth or 0) > 0 or busy > 0 or (observation.completed or 0) > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
     render_s = observation.mean_render_s or state.render_s
     growth, trend, arrivals = _trend(observation, spec, state=state, render_s=render_s)
@@ -397,14 +399,16 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         trend=trend,
     )
 
-    if depth is None:  # keep the size: never shrink (or zero) on an error
-        message = f"queue unreadable: keeping {cur_replicas} pods x {cur_bpp} browsers"
+    if depth is None:  # keep the size: never shrink (or zero) on an error, never under the floor
+        kept = min(spec.max_replicas, max(spec.min_replicas, cur_replicas))
+        kept_bpp = min(spec.browsers_that_fit, max(spec.fewest_browsers, cur_bpp))
+        message = f"queue unreadable: keeping {kept} pods x {kept_bpp} browsers"
         return _decision(
             state=state,
             now=now,
-            replicas=cur_replicas,
-            bpp=cur_bpp,
-            need=cur_replicas * cur_bpp,
+            replicas=kept,
+            bpp=kept_bpp,
+            need=kept * kept_bpp,
             reason=Reason.QUEUE_UNREADABLE,
             message=message,
             spec=spec,
@@ -594,13 +598,17 @@ def _arrival_concurrency(
     draining a batch, and the stream under it is unknown.
     """
     busy = observation.busy_browsers
-    if busy is None or (growth > 0 and sustained <= 0):
+    if busy is None:
+        return None
+    counted = observation.completed is not None and elapsed is not None
+    if growth > 0 and sustained <= 0 and not counted:
         return None
     if observation.completed is not None and elapsed is not None:
         done = observation.completed / elapsed
     else:
         done = busy / render_s
-    rise = sustained if growth > 0 else growth
+    # A growth not sustained may be a batch landing: the completions alone, a lower bound.
+    rise = (sustained if sustained > 0 else 0.0) if growth > 0 else growth
     return max(0.0, (done + rise) * render_s)
 
 

@@ -93,6 +93,14 @@ def parser() -> argparse.ArgumentParser:
         "--phases", type=int, default=3, metavar="K", help="loop-phase draws per case (3)"
     )
     p.add_argument(
+        "--first",
+        type=int,
+        default=0,
+        metavar="I",
+        help="--suite runs cases I .. I + N - 1 (default 0; e.g. 200 for a fresh set of cases "
+        "no policy change was tried on)",
+    )
+    p.add_argument(
         "--traces",
         default="burst,month-end,month-end-dense",
         metavar="A,B",
@@ -203,13 +211,15 @@ def many(args: argparse.Namespace) -> int:
 
 def run_suite(args: argparse.Namespace) -> int:
     """``--suite N``: the generated shapes; exits 1 if a case misses the bar."""
-    if args.suite < 1 or args.phases < 1:
-        print("reportfarm simulate: --suite and --phases need a count >= 1", file=sys.stderr)
+    if args.suite < 1 or args.phases < 1 or args.first < 0:
+        message = "--suite and --phases need a count >= 1, --first an index >= 0"
+        print(f"reportfarm simulate: {message}", file=sys.stderr)
         return 2
     rows = suite.run(
         args.suite,
         scenario=scenario_from(args),
         phases=args.phases,
+        start=args.first,
         progress=Console(stderr=True).log,
     )
     if args.plot is not None:

@@ -17,17 +17,22 @@ import heapq
 import itertools
 import random
 
-from reportfarm.simulate import workload
+from reportfarm.simulate import latencies, workload
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Timings:
-    """How long the cluster takes to do things (the same for every strategy)."""
+    """How long the cluster takes to do things (the same for every strategy); the defaults are
+    the real node's (``latencies.MEASURED``)."""
 
-    pod_start_s: float = 20.0
+    pod_start_s: float = latencies.MEASURED.pod_start_s
     """Pod creation to ready: schedule, pull (cached), start Chromium, first poll."""
-    resize_delay_s: float = 2.0
+    resize_delay_s: float = latencies.MEASURED.resize_s
     """A pool-size change reaches a running pod and its new browsers are up."""
+    resize_failure: float = latencies.MEASURED.resize_failure
+    """The share of pool resizes that fail (that pod keeps its size until it is asked again)."""
+    deletion_cost_lag_s: float = latencies.MEASURED.deletion_cost_lag_s
+    """The ReplicaSet sees a pod-deletion-cost patch this long after it was made."""
     grace_period_s: float = 120.0
     """The pods' terminationGracePeriodSeconds (the chart's example pool sets 120 s)."""
     render_window_s: float = 60.0
@@ -90,6 +95,7 @@ class Farm:
         self.ready_pod_seconds = 0.0
         """Pod-seconds from each pod's Ready to its exit (what the real node's runs measure)."""
         self.interrupted = 0
+        self.resize_failures = 0
         self.replica_changes: list[tuple[float, int, int]] = []  # (time, before, after)
         self.pool_changes: list[tuple[float, int, int]] = []
         self._seq = itertools.count()
@@ -179,15 +185,26 @@ class Farm:
         self._leave(now, end=now)
 
     def resize(self, browsers: int, *, now: float) -> None:
-        if browsers == self.browsers_per_pod:
-            return
-        self.pool_changes.append((now, self.browsers_per_pod, browsers))
-        self.browsers_per_pod = browsers
+        """The Deployment's pool size, and ``PUT /pool`` on every ready pod that runs another
+        size (as the operator does at each tick); each may fail (``resize_failure``): that pod
+        keeps its size until the next call."""
+        if browsers != self.browsers_per_pod:
+            self.pool_changes.append((now, self.browsers_per_pod, browsers))
+            self.browsers_per_pod = browsers
         for pod in self.pods:
-            if pod.ready_at <= now:
-                pod.pending = (now + self.timings.resize_delay_s, browsers)
-            else:  # a starting pod reads the size when it starts
+            if pod.draining:
+                continue
+            if pod.ready_at > now:  # a starting pod reads the size when it starts
                 pod.resize(browsers, at=pod.ready_at)
+                continue
+            asked = pod.pending[1] if pod.pending is not None else pod.browsers
+            if asked == browsers:
+                continue
+            failing = self.timings.resize_failure > 0
+            if failing and self.rng.random() < self.timings.resize_failure:
+                self.resize_failures += 1
+                continue
+            pod.pending = (now + self.timings.resize_delay_s, browsers)
 
     # The clock.
     def step(self, now: float, *, arrivals: list[workload.Job], dt: float = 1.0) -> None:

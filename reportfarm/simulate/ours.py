@@ -29,6 +29,9 @@ class PolicyController:
         self.status: dict[str, Any] = {}
         """The scaling memory as the operator keeps it: a plain dict in the ReportPool status."""
         self.reasons: dict[str, int] = {}
+        self.annotated: dict[str, list[tuple[float, int]]] = {}
+        """Per pod, the pod-deletion costs written and when (the ReplicaSet sees each one
+        ``deletion_cost_lag_s`` later)."""
 
     def initial_browsers_per_pod(self) -> int:
         return self.spec.fewest_browsers
@@ -62,10 +65,25 @@ class PolicyController:
         if surplus < 0:
             farm.add_pods(-surplus, now=now)
         elif surplus > 0:  # annotate pod-deletion-cost, lower replicas: the idlest pods drain
-            starting = farm.starting(now)[::-1]  # the ReplicaSet: not ready first, newest first
-            loads: dict[str, int | None] = dict(farm.busy_by_pod(now))
-            if blind:  # no metrics, no pod-deletion-cost: the ReplicaSet's own order
-                loads = dict.fromkeys(loads)
-            costs = policy.deletion_costs(loads)
-            ready = sorted((name for name in costs if name not in starting), key=costs.__getitem__)
-            farm.drain((starting + ready)[:surplus], now=now)
+            farm.drain(self.victims(surplus, now=now, farm=farm, blind=blind), now=now)
+
+    def victims(self, count: int, *, now: float, farm: farming.Farm, blind: bool) -> list[str]:
+        """Annotate every pod's deletion cost (``policy.deletion_costs``), then the pods the
+        ReplicaSet removes: not ready first (newest first), then by the costs it sees."""
+        starting = farm.starting(now)[::-1]
+        loads: dict[str, int | None] = dict(farm.busy_by_pod(now))
+        if blind:  # no metrics, no pod-deletion-cost: the ReplicaSet's own order
+            loads = dict.fromkeys(loads)
+        for name, cost in policy.deletion_costs(loads).items():
+            kept = self.annotated.setdefault(name, [])[-9:]
+            self.annotated[name] = [*kept, (now, cost)]
+        seen = {name: self._seen_cost(name, now=now, farm=farm) for name in loads}
+        ready = sorted((name for name in seen if name not in starting), key=seen.__getitem__)
+        return (starting + ready)[:count]
+
+    def _seen_cost(self, name: str, *, now: float, farm: farming.Farm) -> tuple[int, str]:
+        """The pod-deletion cost the ReplicaSet sees now (the latest written at least
+        ``deletion_cost_lag_s`` ago; none is 0), ties by name."""
+        lag = farm.timings.deletion_cost_lag_s
+        visible = [cost for at, cost in self.annotated.get(name, []) if at <= now - lag]
+        return (visible[-1] if visible else 0, name)

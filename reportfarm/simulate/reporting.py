@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from reportfarm.simulate import running, traces
+from reportfarm.simulate import latencies, running, traces
 
 ROWS = (
     ("p50_wait_s", "p50 queue wait (s)"),
@@ -40,7 +40,7 @@ def parameters(scenario: running.Scenario) -> dict[str, Any]:
             "browsers_that_fit": spec.browsers_that_fit,
             "replicas": [spec.min_replicas, spec.max_replicas],
         },
-        "cluster": dataclasses.asdict(timings),
+        "cluster": {**dataclasses.asdict(timings), "measured": latencies.SOURCE},
         "render": {**dataclasses.asdict(render), "mean_s": round(render.mean_s, 3)},
         "reportfarm": {
             **dataclasses.asdict(spec),

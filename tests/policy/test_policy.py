@@ -198,6 +198,20 @@ CASES = [
         id="queue-unreadable-without-memory-keeps-what-runs",
     ),
     pytest.param(
+        spec(min_replicas=1),
+        policy.State(),
+        observe(None, None, 0, 1),
+        (1, 1, R.QUEUE_UNREADABLE),
+        id="queue-unreadable-without-memory-never-under-the-floor",
+    ),
+    pytest.param(
+        spec(min_replicas=2, max_replicas=3),
+        policy.State(),
+        observe(None, None, 5, 4),
+        (3, 4, R.QUEUE_UNREADABLE),
+        id="queue-unreadable-without-memory-within-the-bounds",
+    ),
+    pytest.param(
         spec(),
         state(2, 4),
         observe(8, None, 2, 4),
@@ -366,8 +380,10 @@ def test_decisions_stay_within_the_limits(
     pool = policy.PoolSpec(min_replicas=min_replicas, max_replicas=12)
     memory = state(*last, last_work_at=NOW - idle)
     decision = policy.decide(observe(depth, busy, ready, bpp), spec=pool, state=memory)
-    if depth is None:
-        assert (decision.replicas, decision.browsers_per_pod) == last
+    if depth is None:  # the last size, within the bounds (never under the floor)
+        kept = min(12, max(min_replicas, last[0]))
+        kept_bpp = min(pool.browsers_that_fit, max(pool.fewest_browsers, last[1]))
+        assert (decision.replicas, decision.browsers_per_pod) == (kept, kept_bpp)
         return
     assert min_replicas <= decision.replicas <= 12 or decision.replicas == 0 == min_replicas
     assert pool.fewest_browsers <= decision.browsers_per_pod <= pool.browsers_that_fit

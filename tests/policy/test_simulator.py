@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from reportfarm import quantiles
+from reportfarm import policy, quantiles
 from reportfarm.simulate import (
     baseline,
     cli,
     farm,
     frontier,
     metrics,
+    ours,
     running,
     scoring,
     traces,
@@ -329,9 +330,11 @@ def test_cli_suite_prints_per_shape_and_plots(
     capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
 ) -> None:
     plot = tmp_path / "suite.png"
-    code = cli.main(["--suite", "3", "--phases", "1", "--json", "--plot", str(plot)])
+    code = cli.main(
+        ["--suite", "3", "--first", "201", "--phases", "1", "--json", "--plot", str(plot)]
+    )
     document = json.loads(capsys.readouterr().out)
-    assert [row["index"] for row in document["cases"]] == [0, 1, 2]
+    assert [row["index"] for row in document["cases"]] == [201, 202, 203]
     assert code == (0 if all(row["met"] for row in document["cases"]) else 1)
     assert sum(entry["cases"] for entry in document["by_shape"].values()) == 3
     assert plot.stat().st_size > 0
@@ -340,6 +343,8 @@ def test_cli_suite_prints_per_shape_and_plots(
 def test_cli_suite_rejects_a_zero_count(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--suite", "0"]) == 2
     assert "--suite" in capsys.readouterr().err
+    assert cli.main(["--suite", "1", "--first", "-1"]) == 2
+    assert "--first" in capsys.readouterr().err
 
 
 def test_our_side_reads_only_pods_not_terminating() -> None:
@@ -358,3 +363,35 @@ def test_our_side_reads_only_pods_not_terminating() -> None:
     assert count == sum(1 for job in jobs if job.start is not None) - draining.busy(0.5)
     assert cluster.read_renders(12.0) == (0, 0.0)  # each render is read once
     assert count == 0 or seconds > 0
+
+
+def test_a_failed_pool_resize_is_retried_at_the_next_call() -> None:
+    """As the operator: a pod that did not take the size is asked again at the next tick."""
+    timings = farm.Timings(pod_start_s=0.0, resize_failure=1.0)
+    cluster = farm.Farm(timings=timings, browsers_per_pod=1, rng=random.Random(0))
+    cluster.add_pods(2, now=-10.0)
+    cluster.resize(4, now=0.0)
+    assert cluster.resize_failures == 2 and all(pod.pending is None for pod in cluster.pods)
+    cluster.timings = dataclasses.replace(timings, resize_failure=0.0)
+    cluster.resize(4, now=5.0)  # the same size again: the pods still at 1 are asked
+    assert all(pod.pending == (5.0 + timings.resize_delay_s, 4) for pod in cluster.pods)
+
+
+@pytest.mark.parametrize(
+    ("lag_s", "victim"),
+    [
+        pytest.param(0.0, "pod-1", id="seen-at-once-the-idle-pod-goes"),
+        pytest.param(30.0, "pod-0", id="not-seen-yet-ties-by-name"),
+    ],
+)
+def test_the_replicaset_sees_deletion_costs_after_their_lag(lag_s: float, victim: str) -> None:
+    cluster = farm.Farm(
+        timings=farm.Timings(pod_start_s=0.0, deletion_cost_lag_s=lag_s),
+        browsers_per_pod=1,
+        rng=random.Random(0),
+    )
+    cluster.add_pods(1, now=-10.0)
+    cluster.step(0.0, arrivals=[workload.Job(arrival=0.0, render_s=50.0)])  # pod-0 is busy
+    cluster.add_pods(1, now=-10.0)  # pod-1, idle
+    controller = ours.PolicyController(spec=policy.PoolSpec(max_replicas=2))
+    assert controller.victims(1, now=1.0, farm=cluster, blind=False) == [victim]
