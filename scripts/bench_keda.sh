@@ -16,4 +16,4 @@ bash scripts/keda/build.sh >/dev/null
 bash scripts/node/prepare.sh
 export REPORTFARM_KEDA_FULL=1 REPORTFARM_NODE_TESTS=1
 exec .venv/bin/python -m pytest -p no:cacheprovider -s -q --durations=5 \
-  tests/node/test_keda_side_by_side.py "$@"
+  tests/node/test_keda_side_by_side.py::test_full_side_by_side "$@"
