@@ -92,8 +92,6 @@ class Farm:
         self.pods: list[Pod] = []
         self.queue: list[tuple[float, int, workload.Job]] = []  # a heap by visibility
         self.pod_seconds = 0.0
-        self.ready_pod_seconds = 0.0
-        """Pod-seconds from each pod's Ready to its exit (what the real node's runs measure)."""
         self.interrupted = 0
         self.resize_failures = 0
         self.replica_changes: list[tuple[float, int, int]] = []  # (time, before, after)
@@ -238,7 +236,6 @@ class Farm:
         """End of the run: account the pods still there."""
         for pod in self.pods:
             self.pod_seconds += now - pod.created_at
-            self.ready_pod_seconds += max(0.0, now - pod.ready_at)
         self.pods = []
 
     def _leave(self, now: float, *, end: float) -> None:
@@ -248,7 +245,6 @@ class Farm:
             if pod.draining and all(slot.free_at <= end for slot in pod.slots):
                 exit_at = max([now, *(slot.free_at for slot in pod.slots)])
                 self.pod_seconds += exit_at - pod.created_at
-                self.ready_pod_seconds += max(0.0, exit_at - pod.ready_at)
             else:
                 staying.append(pod)
         self.pods = staying

@@ -39,9 +39,6 @@ class Scenario:
     render: workload.RenderTimes = dataclasses.field(default_factory=workload.RenderTimes)
     policy_interval_s: float = 5.0
     """How often the operator's timer decides."""
-    initial_replicas: int = 0
-    """Pods already Ready at second 0 (a warm pool, as the real node's side by side starts);
-    0: the farm starts empty and the controllers start the first pods."""
     max_tail_s: int = 3600
     """After the trace: run until the queue is empty and no pod is left, at most this long."""
     seed: int = 0
@@ -114,9 +111,6 @@ def run(trace: traces.Trace, controller: Controller, *, scenario: Scenario) -> R
         rng=random.Random(f"farm:{scenario.seed}"),
         pod_cpu_request=scenario.spec.pod_cpu,
     )
-    if scenario.initial_replicas:
-        cluster.add_pods(scenario.initial_replicas, now=-scenario.timings.pod_start_s)
-        cluster.replica_changes.clear()  # the starting size, not a scale event
     times: list[int] = []
     depth: list[int] = []
     replicas: list[int] = []

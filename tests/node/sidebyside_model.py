@@ -38,6 +38,45 @@ TAIL_S = 150
 """The full side by side's observation tail after the trace (``test_keda_side_by_side``)."""
 
 
+class AsOnTheNode:
+    """A controller as the node's run saw it: the pods of a warm start Ready at second 0 (the
+    side by side starts each side at its Ready floor) and pod-seconds counted from each pod's
+    Ready to its exit (the simulator's own count starts at creation). ``running.run`` ticks the
+    controller every second: a pod gone since the previous second left within it."""
+
+    def __init__(self, controller: running.Controller, *, warm: int, pod_start_s: float) -> None:
+        self.controller = controller
+        self.name = controller.name
+        self.warm = warm
+        self.pod_start_s = pod_start_s
+        self.ready_at: dict[str, float] = {}
+        self.left_at: dict[str, float] = {}
+        self._seen: set[str] = set()
+
+    def initial_browsers_per_pod(self) -> int:
+        return self.controller.initial_browsers_per_pod()
+
+    def tick(self, now: float, farm: farm.Farm) -> None:
+        if now == 0 and self.warm and not farm.pods:
+            farm.add_pods(self.warm, now=-self.pod_start_s)
+            farm.replica_changes.clear()  # the starting size, not a scale event
+        self.observe(now, farm)
+        self.controller.tick(now, farm)
+
+    def observe(self, now: float, farm: farm.Farm) -> None:
+        present = {pod.name for pod in farm.pods}
+        for pod in farm.pods:
+            self.ready_at.setdefault(pod.name, pod.ready_at)
+        for name in self._seen - present:
+            self.left_at.setdefault(name, now)
+        self._seen = present
+
+    def ready_pod_seconds(self, end: float) -> float:
+        return sum(
+            max(0.0, self.left_at.get(name, end) - ready) for name, ready in self.ready_at.items()
+        )
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Measured:
     """What the model takes from the node's runs of one side."""
@@ -93,7 +132,6 @@ def scenario(trace: sidebyside.Trace, side: str, taken: Measured, *, phase: int)
         keda=keda,
         timings=farm.Timings(pod_start_s=taken.pod_start_s, grace_period_s=grace),
         render=taken.render,
-        initial_replicas=0 if trace.from_zero else 1,
         max_tail_s=TAIL_S,
         seed=0,
         phase_seed=phase,
@@ -106,13 +144,19 @@ def model(trace: sidebyside.Trace, side: str, taken: Measured, *, phases: int) -
     for phase in range(phases):
         chosen = scenario(trace, side, taken, phase=phase)
         ours, keda = running.controllers(chosen)
-        run = running.run(per_second(trace), ours if side == "ours" else keda, scenario=chosen)
+        watched = AsOnTheNode(
+            ours if side == "ours" else keda,
+            warm=0 if trace.from_zero else 1,
+            pod_start_s=taken.pod_start_s,
+        )
+        run = running.run(per_second(trace), watched, scenario=chosen)
+        watched.observe(float(run.end_s), run.farm)
         stored = [j.start + j.render_s - j.arrival for j in run.jobs if j.start is not None]
         rows.append(
             {
                 "p95_s": quantile(stored, 0.95) or 0.0,
                 "p99_s": quantile(stored, 0.99) or 0.0,
-                "pod_seconds": run.farm.ready_pod_seconds,
+                "pod_seconds": watched.ready_pod_seconds(float(run.end_s)),
                 "interrupted": float(run.farm.interrupted),
                 "lost": float(len(run.jobs) - len(stored)),
             }
