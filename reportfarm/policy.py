@@ -106,6 +106,9 @@ class PoolSpec:
     pod_start_s: float = 20.0
     """Seconds from a new pod's creation to its first render (schedule, pull, Chromium). No pod
     is started for a backlog the ready pods clear within this time."""
+    render_smoothing_renders: float = 20.0
+    """How many renders weigh as much as the previous render-time estimate: the mean of ``n``
+    renders that ended since the last decision moves the estimate by ``n / (n + this)``."""
     busy_smoothing_s: float = 20.0
     """Time constant of the moving average of busy browsers (the steady concurrency), so that
     arrival noise does not move the pool; the waiting backlog is never smoothed."""
@@ -158,7 +161,10 @@ class PoolSpec:
         if self.blind_tolerance < 0:
             raise ValueError("blind_tolerance must be >= 0")
         windows = (self.scale_down_stabilization_s, self.scale_to_zero_idle_s)
-        if min(*windows, self.busy_smoothing_s, self.sustained_s) < 0:
+        if (
+            min(*windows, self.busy_smoothing_s, self.sustained_s, self.render_smoothing_renders)
+            < 0
+        ):
             raise ValueError("windows and smoothing must be >= 0")
 
     @property
@@ -328,7 +334,7 @@ def _needs(
 ) -> tuple[int, int]:
     """(steady, backlog) browsers. Blind (busy unknown): all of it is steady, from the depth."""
     depth = observation.queue_depth or 0
-    render_s = observation.mean_render_s or render_s or spec.default_render_s
+    render_s = render_s or observation.mean_render_s or spec.default_render_s
     busy = observation.busy_browsers
     if busy is None:  # blind: Little's law on the depth alone, plus its growth
         jobs = depth * render_s / (spec.target_wait_s + render_s) + max(0.0, growth) * render_s
@@ -385,7 +391,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     # trickle's jobs render between two ticks and are never seen queued nor running).
     has_work = (depth or 0) > 0 or busy > 0 or (observation.completed or 0) > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
-    render_s = observation.mean_render_s or state.render_s
+    render_s = _render_time(observation, spec, state=state)
     growth, trend, arrivals = _trend(observation, spec, state=state, render_s=render_s)
     average = _steady_average(
         observation, spec, state=state, render_s=render_s, arrivals=arrivals, rising=growth > 0
@@ -498,6 +504,19 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         spec=spec,
         blind=blind,
     )
+
+
+def _render_time(observation: Observation, spec: PoolSpec, *, state: State) -> float | None:
+    """The render time to size with: the renderers' mean over the renders that ended since the
+    last decision, weighted by how many there were (``render_smoothing_renders``) against the
+    previous estimate. A few renders are a noisy mean: with heavy tails, one 50 s render among
+    five made a 10 s mean and a 1 -> 7 -> 1 pod flap. Without counts, the reported mean."""
+    seen, last = observation.mean_render_s, state.render_s
+    if seen is None or last is None or observation.completed is None:
+        return seen or last
+    count = observation.completed
+    weight = count / (count + spec.render_smoothing_renders) if count > 0 else 0.0
+    return last + (seen - last) * weight
 
 
 def _steady_average(

@@ -135,6 +135,75 @@ def test_a_batch_is_a_backlog_not_a_rate() -> None:
     assert decision.state.busy_average is not None and decision.state.busy_average <= 16
 
 
+def test_after_a_drain_the_stream_is_at_least_the_completions() -> None:
+    """A jump's first backlog drained: 20 pods, the depth up by 5 since the last tick (not yet a
+    sustained growth) while the renderers completed 250 renders in 5 s (50 jobs/s, 0.6 s each:
+    30 busy). The old policy took the stream as unknown and fell back to the pre-jump average
+    (20 -> 7 pods, 28 browsers at 100 %)."""
+    pool = policy.PoolSpec(max_replicas=20)
+    memory = policy.State(
+        replicas=20,
+        browsers_per_pod=4,
+        last_work_at=NOW,
+        busy_average=9.0,
+        render_s=0.6,
+        depth=24,
+        decided_at=NOW - 5,
+        trend=((NOW - 10, -70.0), (NOW - 5, -3.0)),
+    )
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=29,
+        ready_replicas=20,
+        browsers_per_pod=4,
+        busy_browsers=29,
+        mean_render_s=0.6,
+        completed=250,
+    )
+    decision = policy.decide(seen, pool, memory)
+    assert decision.replicas * decision.browsers_per_pod >= 30 / pool.target_utilization
+
+
+def test_renders_completed_between_ticks_are_work() -> None:
+    """A trickle: each job renders between two ticks, so none is seen queued or running; the
+    renderers' counters show it. 400 s after the last work seen at a tick, the pool stays."""
+    pool = policy.PoolSpec(min_replicas=0, scale_to_zero_idle_s=300.0)
+    memory = policy.State(replicas=1, browsers_per_pod=4, last_work_at=NOW - 400, decided_at=NOW)
+    quiet = policy.Observation(
+        now=NOW + 5, queue_depth=0, ready_replicas=1, browsers_per_pod=4, busy_browsers=0
+    )
+    assert policy.decide(dataclasses.replace(quiet, completed=0), pool, memory).replicas == 0
+    kept = policy.decide(dataclasses.replace(quiet, completed=1), pool, memory)
+    assert kept.replicas == 1 and kept.state.last_work_at == NOW + 5
+
+
+def test_one_long_render_among_few_does_not_flap_the_pool() -> None:
+    """Heavy tails: one 50 s render among five that ended since the last tick makes a 10 s mean;
+    sized on it, 5 queued jobs asked for 7 pods, and the next tick for 1 again."""
+    pool = policy.PoolSpec(max_replicas=20)
+    memory = policy.State(
+        replicas=1,
+        browsers_per_pod=4,
+        last_work_at=NOW,
+        busy_average=1.0,
+        render_s=0.6,
+        depth=4,
+        decided_at=NOW - 5,
+    )
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=5,
+        ready_replicas=1,
+        browsers_per_pod=4,
+        busy_browsers=1,
+        mean_render_s=(50.0 + 4 * 0.5) / 5,
+        completed=5,
+    )
+    decision = policy.decide(seen, pool, memory)
+    assert decision.replicas == 1
+    assert decision.state.render_s is not None and decision.state.render_s < 3.0
+
+
 @pytest.mark.parametrize("index", range(18))
 def test_generated_cases_are_reproducible_and_sane(index: int) -> None:
     case = shapes.case(index)
