@@ -4,6 +4,7 @@
 #   REPORTFARM_KEDA_TRACES  traces, comma-separated (default burst,jump,small,wake)
 #   REPORTFARM_KEDA_SIDES   sides (default ours,keda-60,keda-120; also e.g. keda-60-q4,
 #                           keda-60-up1: another queueLength or scale-up step)
+#   REPORTFARM_KEDA_RUNS    trace:side pairs instead (e.g. burst:ours,jump:keda-60)
 #   REPORTFARM_KEDA_OUT     folder the runs are added to (default out/keda): runs.json keeps every
 #                           run, table.md, replicas.png and frontier.png are made from all of them
 # Each (trace, side) takes the trace + 150 s + a pod start; all four traces x three sides about

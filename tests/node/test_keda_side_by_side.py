@@ -105,20 +105,27 @@ def check(
 def full(
     tools: farm.Tools, keda: keda_harness.Keda, connection: str, *, image: str
 ) -> list[sidebyside.Run]:
-    """The chosen traces and sides one after the other, added to the output folder."""
-    chosen = os.environ.get("REPORTFARM_KEDA_TRACES", "burst,jump,small,wake").split(",")
-    sides = list(
-        sidebyside.iter_sides(os.environ.get("REPORTFARM_KEDA_SIDES", "ours,keda-60,keda-120"))
-    )
+    """The chosen traces and sides one after the other, added to the output folder.
+    ``REPORTFARM_KEDA_RUNS`` (``trace:side,...``) names the pairs instead."""
+    shapes = sidebyside.traces()
+    pairs = [
+        tuple(pair.split(":")) for pair in os.environ.get("REPORTFARM_KEDA_RUNS", "").split(",")
+    ]
+    if pairs == [("",)]:
+        chosen = os.environ.get("REPORTFARM_KEDA_TRACES", "burst,jump,small,wake").split(",")
+        sides = os.environ.get("REPORTFARM_KEDA_SIDES", "ours,keda-60,keda-120")
+        pairs = [(name, side) for name in chosen for side in sidebyside.iter_sides(sides)]
+    for name, side in pairs:
+        list(sidebyside.iter_sides(side))  # a wrong name fails before any run
+        assert name in shapes, f"unknown trace {name!r}: one of {', '.join(shapes)}"
     runs = []
-    for trace in (sidebyside.traces()[name] for name in chosen):
-        for side in sides:
-            run = sidebyside.run_side(
-                tools, keda, connection, side=side, trace=trace, image=image, tail=150.0
-            )
-            print(json.dumps(run.figures()), flush=True)
-            runs.append(run)
-            # Stored after each run: a run cut short by a shared node's slot keeps what it has.
-            sidebyside_report.write(Path(os.environ.get("REPORTFARM_KEDA_OUT", "out/keda")), [run])
+    for name, side in pairs:
+        run = sidebyside.run_side(
+            tools, keda, connection, side=side, trace=shapes[name], image=image, tail=150.0
+        )
+        print(json.dumps(run.figures()), flush=True)
+        runs.append(run)
+        # Stored after each run: a run cut short by a shared node's slot keeps what it has.
+        sidebyside_report.write(Path(os.environ.get("REPORTFARM_KEDA_OUT", "out/keda")), [run])
     print(sidebyside_report.table(runs))
     return runs
