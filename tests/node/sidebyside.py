@@ -114,6 +114,9 @@ class Run:
     """(seconds, desired replicas, Ready pods) sampled through the window."""
     services: list[float] = dataclasses.field(default_factory=list)
     """Seconds each stored job spent in its stages (load, render, print, store)."""
+    uploads: list[float] = dataclasses.field(default_factory=list)
+    """Seconds of each stored job's ``storage_upload`` stage: the renderer takes its next job
+    while a PDF stores, so a job holds its slot for its service minus this."""
     pod_starts: list[float] = dataclasses.field(default_factory=list)
     """Seconds from each pod's creation to its Ready (the pods that started in the window)."""
     first_renders: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -153,6 +156,7 @@ class Run:
             "lost": self.lost,
             "service_p50_s": quantiles.quantile(self.services, 0.5) if self.services else None,
             "service_p90_s": quantiles.quantile(self.services, 0.9) if self.services else None,
+            "upload_p50_s": quantiles.quantile(self.uploads, 0.5) if self.uploads else None,
             "pod_start_s": sorted(round(s, 1) for s in self.pod_starts),
             "pod_serving_s": sorted(round(s, 1) for s in self.pod_serving),
         }
@@ -419,6 +423,7 @@ async def results(connection: str, queue: str, ids: list[str], *, timeout: float
         if record.stages_ms:
             service = sum(record.stages_ms.values()) / 1000
             run.services.append(service)
+            run.uploads.append(record.stages_ms.get("storage_upload", 0.0) / 1000)
             if record.worker and record.finished_at is not None:
                 began = record.finished_at - service
                 run.first_renders[record.worker] = min(

@@ -11,9 +11,11 @@ same ReportPool read by the operator's own ``specs.pool_spec`` (1..4 pods, 1..2 
 same target wait, scale-down window and idle time), KEDA's ScaledObject as ``sidebyside`` writes
 it (queueLength 2, polling 5 s, +4 pods per 15 s, the window and cooldown), the pods Ready at
 second 0, the observation window (trace + tail), the pod start measured on the node (creation to
-Ready, median of the side's runs) and the render time measured in the records' stages (a
-lognormal through the median and p90). The model's wait is arrival to render start; the node's
-is submit to stored, so the model's figure here is start + render - arrival.
+first render, else to Ready: each run's own) and the time a job holds its slot, measured in the
+records' stages (a lognormal through the median and p90 of the stages, the PDF's upload taken
+out: the renderer takes its next job while a PDF stores). The model's wait is arrival to render
+start; the node's is submit to stored, so the model's figure here is start + slot time + upload
+- arrival.
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ class Measured:
 
     pod_start_s: float
     render: workload.RenderTimes
+    """How long a job holds its slot (its service minus the PDF's upload)."""
+    upload_s: float = 0.0
+    """The upload after the slot is free: added to the model's submit-to-stored."""
 
 
 def per_second(trace: sidebyside.Trace) -> traces.Trace:
@@ -99,12 +104,15 @@ def measured(runs: Sequence[dict[str, Any]], *, default_pod_start_s: float) -> M
     starts = [s for run in runs for s in run.get("pod_serving_s") or run.get("pod_start_s", [])]
     p50s = [run["service_p50_s"] for run in runs if run.get("service_p50_s")]
     p90s = [run["service_p90_s"] for run in runs if run.get("service_p90_s")]
-    median = statistics.median(p50s) if p50s else 1.0
-    p90 = statistics.median(p90s) if p90s else median * 1.5
+    uploads = [run["upload_p50_s"] for run in runs if run.get("upload_p50_s") is not None]
+    upload = statistics.median(uploads) if uploads else 0.0
+    median = (statistics.median(p50s) if p50s else 1.0) - upload
+    p90 = (statistics.median(p90s) if p90s else median * 1.5) - upload
     sigma = max(0.05, math.log(p90 / median) / 1.2816)  # 1.2816: the normal's 90th percentile
     return Measured(
         pod_start_s=statistics.median(starts) if starts else default_pod_start_s,
         render=workload.RenderTimes(median_s=median, sigma=sigma),
+        upload_s=upload,
     )
 
 
@@ -151,7 +159,11 @@ def model(trace: sidebyside.Trace, side: str, taken: Measured, *, phases: int) -
         )
         run = running.run(per_second(trace), watched, scenario=chosen)
         watched.observe(float(run.end_s), run.farm)
-        stored = [j.start + j.render_s - j.arrival for j in run.jobs if j.start is not None]
+        stored = [
+            j.start + j.render_s + taken.upload_s - j.arrival
+            for j in run.jobs
+            if j.start is not None
+        ]
         rows.append(
             {
                 "p95_s": quantile(stored, 0.95) or 0.0,
