@@ -49,6 +49,9 @@ def test_short_side_by_side_both_scale_and_lose_nothing(
     tools, _, connection = cluster
     runs = check(tools, keda, connection, image=built_images["renderer"].ref, out=tmp_path)
     served_once(runs)
+    # KEDA and the HPA were in the loop: they took the Deployment above where it started.
+    keda_run = next(r for r in runs if r.side.startswith("keda"))
+    assert max(d for _, d, _ in keda_run.replicas) > 1, keda_run.replicas
 
 
 @pytest.mark.skipif(not FULL, reason="the whole side by side: REPORTFARM_KEDA_FULL=1")
@@ -62,14 +65,11 @@ def test_full_side_by_side(
 
 
 def served_once(runs: list[sidebyside.Run]) -> None:
-    """Every job stored once on every side; KEDA's HPA really scaled its Deployment."""
+    """Every job stored once on every side (whether a side scaled is the trace's business: on
+    small bursts that one pod drains before the HPA's next sync, KEDA never scales)."""
     for run in runs:
         assert (run.lost, run.failed, run.interrupted) == (0, 0, 0), run.figures()
         assert len(run.waits) == run.jobs, run.figures()
-    keda_runs = [r for r in runs if r.side.startswith("keda")]
-    assert all(max(d for _, d, _ in r.replicas) > 1 for r in keda_runs), [
-        r.replicas for r in keda_runs
-    ]
 
 
 def check(
