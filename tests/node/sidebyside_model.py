@@ -122,18 +122,18 @@ def scenario(trace: sidebyside.Trace, side: str, taken: Measured, *, phase: int)
     spec = specs.pool_spec(pool["spec"])
     grace = float(pool["spec"].get("terminationGracePeriodSeconds", 90))
     keda = None
-    if side != "ours":
-        window = float(side.split("-")[1])
+    if not side.startswith("ours"):  # ours, or ours@POLICY for a run of another policy
+        setting = sidebyside.KedaSetting.parse(side)
         keda = baseline.KedaHpaSettings(
-            queue_length=sidebyside.BROWSERS,
+            queue_length=setting.queue_length,
             browsers_per_pod=sidebyside.BROWSERS,
             min_replicas=spec.min_replicas,
             max_replicas=sidebyside.MAX_PODS,
             polling_s=5.0,
-            cooldown_s=window,
-            scale_down_window_s=window,
+            cooldown_s=float(setting.window),
+            scale_down_window_s=float(setting.window),
             scale_up_percent=0.0,  # the ScaledObject has one Pods policy only
-            scale_up_pods=sidebyside.MAX_PODS,
+            scale_up_pods=setting.step,
         )
     return running.Scenario(
         spec=spec,
@@ -153,7 +153,7 @@ def model(trace: sidebyside.Trace, side: str, taken: Measured, *, phases: int) -
         chosen = scenario(trace, side, taken, phase=phase)
         ours, keda = running.controllers(chosen)
         watched = AsOnTheNode(
-            ours if side == "ours" else keda,
+            ours if side.startswith("ours") else keda,
             warm=0 if trace.from_zero else 1,
             pod_start_s=taken.pod_start_s,
         )

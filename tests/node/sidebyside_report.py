@@ -82,7 +82,7 @@ def frontier(runs: list[sidebyside.Run], path: str) -> None:
                 continue
             x = statistics.fmean(f["pod_seconds"] for f in figures)
             y = statistics.fmean(f["p95_s"] for f in figures)
-            axis.scatter([x], [y], marker="o" if side == "ours" else "x")
+            axis.scatter([x], [y], marker="o" if side.startswith("ours") else "x")
             axis.annotate(side, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
         axis.set_title(f"{name}: p95 vs pod-seconds")
         axis.set_xlabel("pod-seconds (Ready to deleted)")
