@@ -60,6 +60,9 @@ class AsOnTheNode:
 
     def tick(self, now: float, farm: farm.Farm) -> None:
         if now == 0 and self.warm and not farm.pods:
+            # A pod at rest runs every browser that fits, on both sides (ours: full pools);
+            # the simulator would start it with the fewest and grow it at the first tick.
+            farm.browsers_per_pod = sidebyside.BROWSERS
             farm.add_pods(self.warm, now=-self.pod_start_s)
             farm.replica_changes.clear()  # the starting size, not a scale event
         self.observe(now, farm)
