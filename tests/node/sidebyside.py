@@ -25,6 +25,7 @@ import dataclasses
 import datetime
 import json
 import random
+import re
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ from tests.harness import keda as keda_harness
 from tests.node import farm, release
 
 SIDES = ("ours", "keda-60", "keda-120")
+"""The sides of the full run (``iter_sides`` takes other KEDA settings too)."""
 BROWSERS = 2
 """Browsers a pod can hold here (the ReportPool's ``browsersPerPod.max``; KEDA's fixed pool)."""
 MAX_PODS = 4
@@ -82,7 +84,7 @@ def traces(*, seed: int = 0, scale: float = 1.0) -> dict[str, Trace]:
             at += rng.expovariate(rate)
     small: list[tuple[float, int]] = []
     at = 0.0
-    for _ in range(n(6)):
+    for _ in range(n(4)):
         small.append((round(at, 2), rng.randint(5, 10)))
         at += rng.uniform(30, 45)
     return {
@@ -110,8 +112,35 @@ class Run:
     reversals: int = 0
     replicas: list[tuple[float, int, int]] = dataclasses.field(default_factory=list)
     """(seconds, desired replicas, Ready pods) sampled through the window."""
+    services: list[float] = dataclasses.field(default_factory=list)
+    """Seconds each stored job spent in its stages (load, render, print, store)."""
+    uploads: list[float] = dataclasses.field(default_factory=list)
+    """Seconds of each stored job's ``storage_upload`` stage: the renderer takes its next job
+    while a PDF stores, so a job holds its slot for its service minus this."""
+    pod_starts: list[float] = dataclasses.field(default_factory=list)
+    """Seconds from each pod's creation to its Ready (the pods that started in the window)."""
+    first_renders: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Each worker's (pod's) first render start, unix time (its record's end - its stages)."""
+    pod_serving: list[float] = dataclasses.field(default_factory=list)
+    """Seconds from each pod's creation to its first render: a pod takes jobs before the
+    kubelet's readiness probe marks it Ready, so this is the pod start that serves."""
+    stored: dict[str, Any] | None = None
+    """The figures as stored, for a run read back from ``runs.json``."""
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Run:
+        """A run as ``figures()`` + ``replicas`` stored it (waits summarised, not kept)."""
+        return cls(
+            side=body["side"], trace=body["trace"], jobs=body["jobs"],
+            waits=[], interrupted=body["interrupted"], failed=body["failed"], lost=body["lost"],
+            pod_seconds=body["pod_seconds"], cpu_seconds=body["cpu_seconds"],
+            reversals=body["reversals"], replicas=[tuple(r) for r in body["replicas"]],
+            stored=body,
+        )  # fmt: skip
 
     def figures(self) -> dict[str, Any]:
+        if self.stored is not None:
+            return {k: v for k, v in self.stored.items() if k not in ("replicas", "at")}
         return {
             "side": self.side,
             "trace": self.trace,
@@ -125,15 +154,61 @@ class Run:
             "interrupted": self.interrupted,
             "failed": self.failed,
             "lost": self.lost,
+            "service_p50_s": quantiles.quantile(self.services, 0.5) if self.services else None,
+            "service_p90_s": quantiles.quantile(self.services, 0.9) if self.services else None,
+            "upload_p50_s": quantiles.quantile(self.uploads, 0.5) if self.uploads else None,
+            "pod_start_s": sorted(round(s, 1) for s in self.pod_starts),
+            "pod_serving_s": sorted(round(s, 1) for s in self.pod_serving),
         }
 
 
-def pool_spec(queue: str, image: str, *, from_zero: bool) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Limits:
+    """What a run may use: the most pods per side and, for a short check, the windows."""
+
+    max_pods: int = MAX_PODS
+    """Pods per side (two sides at once on the node: half of :data:`MAX_PODS` each)."""
+    scale_down_s: int | None = None
+    """Both sides' scale-down window (ours: ``scaleDown.stabilizationSeconds``; KEDA: the HPA's
+    window and ``cooldownPeriod``); None: each side's own (ours the test pool's 10 s, keda-N N s)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KedaSetting:
+    """A KEDA side, named ``keda-WINDOW[-qQUEUELENGTH][-upPODS]`` (e.g. keda-60, keda-60-q4)."""
+
+    window: int
+    """The HPA's scale-down stabilization window (and ``cooldownPeriod``), seconds."""
+    queue_length: int = BROWSERS
+    """The azure-queue trigger's ``queueLength`` (a pod's browsers: the competent setting)."""
+    step: int = MAX_PODS
+    """Pods added per 15 s at most (the HPA's scale-up Pods policy)."""
+
+    @classmethod
+    def parse(cls, side: str) -> KedaSetting:
+        match = re.fullmatch(r"keda-(\d+)(?:-q(\d+))?(?:-up(\d+))?", side)
+        if match is None:
+            raise ValueError(f"unknown side {side!r}: ours or keda-WINDOW[-qLENGTH][-upPODS]")
+        window, length, step = match.groups()
+        return cls(
+            window=int(window),
+            queue_length=int(length) if length else BROWSERS,
+            step=int(step) if step else MAX_PODS,
+        )
+
+
+def pool_spec(
+    queue: str, image: str, *, from_zero: bool, limits: Limits = Limits()
+) -> dict[str, Any]:
     """The ReportPool both sides are built from (KEDA's side: its pod template)."""
+    extra: dict[str, Any] = {}
+    if limits.scale_down_s is not None:
+        extra["scaleDown"] = {"stabilizationSeconds": limits.scale_down_s}
     pool = release.report_pool(
         image,
+        **extra,
         queue={"name": queue, "connectionSecretRef": {"name": "storage"}},
-        replicas={"min": 0 if from_zero else 1, "max": MAX_PODS},
+        replicas={"min": 0 if from_zero else 1, "max": limits.max_pods},
         browsersPerPod={"min": 1, "max": BROWSERS},
         scaleToZero={"idleSeconds": 60},
         # A pod's throughput is its CPU limit's, not the node's: four pods of 400m fit this
@@ -160,9 +235,12 @@ def keda_deployment(name: str, pool: dict[str, Any], *, replicas: int) -> dict[s
     return manifest
 
 
-def scaled_object(name: str, queue: str, *, window: int, min_replicas: int) -> list[dict[str, Any]]:
+def scaled_object(
+    name: str, queue: str, *, setting: KedaSetting, min_replicas: int, max_replicas: int = MAX_PODS
+) -> list[dict[str, Any]]:
     """KEDA's objects for the Deployment ``name`` (the connection from the farm's Secret); the
-    same minimum as the ReportPool's."""
+    same minimum and maximum as the ReportPool's."""
+    window = setting.window
     auth = {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "TriggerAuthentication",
@@ -182,13 +260,15 @@ def scaled_object(name: str, queue: str, *, window: int, min_replicas: int) -> l
             "pollingInterval": 5,
             "cooldownPeriod": window,
             "minReplicaCount": min_replicas,
-            "maxReplicaCount": MAX_PODS,
+            "maxReplicaCount": max_replicas,
             "advanced": {
                 "horizontalPodAutoscalerConfig": {
                     "behavior": {
                         "scaleUp": {
                             "stabilizationWindowSeconds": 0,
-                            "policies": [{"type": "Pods", "value": MAX_PODS, "periodSeconds": 15}],
+                            "policies": [
+                                {"type": "Pods", "value": setting.step, "periodSeconds": 15}
+                            ],
                         },
                         "scaleDown": {
                             "stabilizationWindowSeconds": window,
@@ -200,7 +280,7 @@ def scaled_object(name: str, queue: str, *, window: int, min_replicas: int) -> l
             "triggers": [
                 {
                     "type": "azure-queue",
-                    "metadata": {"queueName": queue, "queueLength": str(BROWSERS)},
+                    "metadata": {"queueName": queue, "queueLength": str(setting.queue_length)},
                     "authenticationRef": {"name": name},
                 }
             ],
@@ -218,6 +298,7 @@ class Sampler:
         self.deployment = deployment
         self.start = time.time()
         self.ready_at: dict[str, float] = {}
+        self.created_at: dict[str, float] = {}
         self.gone_at: dict[str, float] = {}
         self.samples: list[tuple[float, int, int]] = []
         self._stop = threading.Event()
@@ -250,6 +331,7 @@ class Sampler:
         for pod in pods:
             name = pod["metadata"]["name"]
             seen.add(name)
+            self.created_at.setdefault(name, _stamp(pod["metadata"]["creationTimestamp"]))
             if pod["metadata"].get("deletionTimestamp"):
                 self.gone_at.setdefault(name, now)
                 continue
@@ -269,6 +351,14 @@ class Sampler:
             desired = 0
         self.samples.append((round(now - self.start, 1), desired, ready))
 
+    def pod_starts(self) -> list[float]:
+        """Creation to Ready of the pods created after the sampler started."""
+        return [
+            ready - self.created_at[name]
+            for name, ready in self.ready_at.items()
+            if self.created_at.get(name, 0.0) >= self.start
+        ]
+
     def pod_seconds(self, end: float) -> float:
         return sum(
             max(0.0, min(self.gone_at.get(name, end), end) - max(ready, self.start))
@@ -281,8 +371,12 @@ def _ready_since(pod: dict[str, Any]) -> float | None:
         if condition["type"] == "Ready" and condition["status"] == "True":
             stamp = condition.get("lastTransitionTime")
             if stamp:
-                return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                return _stamp(stamp)
     return None
+
+
+def _stamp(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def reversals(samples: list[tuple[float, int, int]]) -> int:
@@ -326,6 +420,15 @@ async def results(connection: str, queue: str, ids: list[str], *, timeout: float
             run.interrupted += 1
         if record.submitted_at is not None and record.finished_at is not None:
             run.waits.append(record.finished_at - record.submitted_at)
+        if record.stages_ms:
+            service = sum(record.stages_ms.values()) / 1000
+            run.services.append(service)
+            run.uploads.append(record.stages_ms.get("storage_upload", 0.0) / 1000)
+            if record.worker and record.finished_at is not None:
+                began = record.finished_at - service
+                run.first_renders[record.worker] = min(
+                    began, run.first_renders.get(record.worker, began)
+                )
     return run
 
 
@@ -339,9 +442,10 @@ def unique(prefix: str) -> str:
 
 
 def iter_sides(sides: str) -> Iterator[str]:
+    """The sides named in ``sides`` (comma-separated), each checked."""
     for side in sides.split(","):
-        if side not in SIDES:
-            raise ValueError(f"unknown side {side!r}: one of {', '.join(SIDES)}")
+        if side != "ours":
+            KedaSetting.parse(side)
         yield side
 
 
@@ -354,13 +458,17 @@ def run_side(
     trace: Trace,
     image: str,
     tail: float,
+    limits: Limits = Limits(),
+    settle: bool = False,
 ) -> Run:
     """Start ``side`` for ``trace`` at its starting size, replay the trace, observe until the
-    trace plus ``tail`` seconds have passed and every job ended, then remove the side."""
+    trace plus ``tail`` seconds have passed and every job ended, then remove the side. With
+    ``settle``, the observation ends as soon as every job ended and the side is back at its
+    starting size (``tail`` bounds the wait)."""
     name = unique(side.replace("-", ""))
     queue = unique("sbs")
     asyncio.run(farm.submit(connection, queue, release.CONTAINER, TEMPLATE, []))  # the queue
-    pool = pool_spec(queue, image, from_zero=trace.from_zero)
+    pool = pool_spec(queue, image, from_zero=trace.from_zero, limits=limits)
     pool["metadata"]["name"] = name
     start_replicas = 0 if trace.from_zero else 1
     if side == "ours":
@@ -368,12 +476,15 @@ def run_side(
         deployment, selector = f"{name}-renderer", f"app.kubernetes.io/instance={name}"
     else:
         assert keda is not None
-        window = int(side.split("-")[1])
+        setting = KedaSetting.parse(side)
+        if limits.scale_down_s is not None:
+            setting = dataclasses.replace(setting, window=limits.scale_down_s)
         manifest = keda_deployment(name, pool, replicas=start_replicas)
         tools.apply(manifest)
         objects = scaled_object(
-            manifest["metadata"]["name"], queue, window=window, min_replicas=start_replicas
-        )
+            manifest["metadata"]["name"], queue, setting=setting,
+            min_replicas=start_replicas, max_replicas=limits.max_pods,
+        )  # fmt: skip
         for obj in objects:
             tools.apply(obj)
         deployment = manifest["metadata"]["name"]
@@ -384,18 +495,35 @@ def run_side(
         with Sampler(tools, selector=selector, deployment=deployment) as sampler:
             ids = asyncio.run(replay(connection, queue, trace, data))
             run = asyncio.run(results(connection, queue, ids, timeout=trace.duration + 600))
-            remaining = trace.duration + tail - (time.time() - sampler.start)
-            if remaining > 0:
-                time.sleep(remaining)
+            deadline = sampler.start + trace.duration + tail
+            while time.time() < deadline:
+                if settle and _settled(sampler.samples, start_replicas):
+                    break
+                time.sleep(1)
             end = time.time()
         run.side, run.trace = side, trace.name
         run.pod_seconds = sampler.pod_seconds(end)
         run.cpu_seconds = run.pod_seconds * cpu_request(pool)
         run.replicas = sampler.samples
+        run.pod_starts = sampler.pod_starts()
+        run.pod_serving = [  # a pod idle when Ready started serving then
+            min(run.first_renders.get(name, ready), ready) - sampler.created_at[name]
+            for name, ready in sampler.ready_at.items()
+            if sampler.created_at.get(name, 0.0) >= sampler.start
+        ]
         run.reversals = reversals(sampler.samples)
         return run
     finally:
         _remove(tools, side, name, deployment, selector)
+
+
+def _settled(samples: list[tuple[float, int, int]], replicas: int) -> bool:
+    """The side went above ``replicas`` and is back: desired and Ready both ``replicas``."""
+    return (
+        any(desired > replicas for _, desired, _ in samples)
+        and bool(samples)
+        and samples[-1][1:] == (replicas, replicas)
+    )
 
 
 def _wait_ready(tools: farm.Tools, selector: str, count: int, timeout: float = 300) -> None:
@@ -421,41 +549,3 @@ def _remove(tools: farm.Tools, side: str, name: str, deployment: str, selector: 
     deadline = time.monotonic() + 180
     while tools.get("pods", "-n", ns, "-l", selector)["items"] and time.monotonic() < deadline:
         time.sleep(2)
-
-
-def table(runs: list[Run]) -> str:
-    """A markdown table of the runs, a row per (trace, side)."""
-    head = "| trace | side | jobs | p50 / p95 / p99 s | pod-s | CPU-s requested | reversals | interrupted / failed / lost |"
-    rows = [head, "|" + "---|" * 8]
-    for run in runs:
-        f = run.figures()
-        waits = " / ".join(
-            "-" if f[k] is None else f"{f[k]:.1f}" for k in ("p50_s", "p95_s", "p99_s")
-        )
-        rows.append(
-            f"| {run.trace} | {run.side} | {run.jobs} | {waits} | {f['pod_seconds']:.0f} "
-            f"| {f['cpu_seconds']:.0f} | {run.reversals} | {run.interrupted} / {run.failed} / {run.lost} |"
-        )
-    return "\n".join(rows)
-
-
-def plot(runs: list[Run], path: str) -> None:
-    """Ready pods over time, a panel per trace, a line per side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = sorted({run.trace for run in runs}, key=[r.trace for r in runs].index)
-    figure, axes = plt.subplots(len(names), 1, figsize=(8, 2.6 * len(names)), squeeze=False)
-    for axis, name in zip(axes[:, 0], names, strict=True):
-        for run in (r for r in runs if r.trace == name):
-            xs = [t for t, _, _ in run.replicas]
-            axis.step(xs, [ready for _, _, ready in run.replicas], where="post", label=run.side)
-        axis.set_title(f"{name}: Ready renderer pods")
-        axis.set_xlabel("seconds")
-        axis.set_ylim(0, MAX_PODS + 0.5)
-        axis.legend(loc="upper right")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
