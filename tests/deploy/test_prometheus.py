@@ -17,15 +17,17 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from reportfarm_renderer import service
 from reportfarm_renderer.settings import RendererSettings
 
-from reportfarm import azurite
+from reportfarm import azurite, finishing, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from tests.deploy import prometheus
 
@@ -94,8 +96,13 @@ async def _run_jobs(client: ReportFarmClient, jobs: list[Submission]) -> dict[st
     return {job_id: record.state if record else "missing" for job_id, record in results.items()}
 
 
+SLOW_TEMPLATE = """{# reportfarm: javascript #}<!doctype html><html><body><p>{{ title }}</p>
+<script>const until = Date.now() + 4500; while (Date.now() < until) {}</script></body></html>"""
+"""A document whose print takes ~4.5 s: its lease is extended (every 10 s / 3) while it runs."""
+
+
 async def test_every_dashboard_query_and_alert_expression_returns_data(
-    azurite_server: azurite.Azurite, storage_names: tuple[str, str]
+    azurite_server: azurite.Azurite, storage_names: tuple[str, str], tmp_path: Path
 ) -> None:
     queue, container = storage_names
     env = {
@@ -108,9 +115,10 @@ async def test_every_dashboard_query_and_alert_expression_returns_data(
         "REPORTFARM_DRAIN_TIMEOUT": "10",
     }
     port = azurite.free_port()
-    settings = RendererSettings.from_env(
-        env, templates=EXAMPLES / "templates", pool_size=2, port=port
-    )
+    templates = tmp_path / "templates"
+    shutil.copytree(EXAMPLES / "templates", templates)
+    (templates / "slow.html").write_text(SLOW_TEMPLATE)
+    settings = RendererSettings.from_env(env, templates=templates, pool_size=2, port=port)
     with prometheus.PrometheusServer({"renderer": [f"127.0.0.1:{port}"]}, labels=LABELS) as prom:
         async with (
             service.running(settings) as renderer,
@@ -122,10 +130,26 @@ async def test_every_dashboard_query_and_alert_expression_returns_data(
             await prom.wait_for('up{job="renderer"} == 1')
 
             states = await _run_jobs(
-                client, [*_examples(), Submission(template="no-such-template", data={})]
+                client,
+                [
+                    *_examples(),
+                    Submission(template="no-such-template", data={}),
+                    Submission(template="slow", data={"title": "slow"}),
+                    Submission(
+                        template="outlook",
+                        data=json.loads((EXAMPLES / "data" / "outlook.json").read_text("utf-8")),
+                        finish=finishing.Finish(metadata=finishing.Metadata(title="Outlook")),
+                    ),
+                ],
             )
             broken = [job_id for job_id, state in states.items() if state != "succeeded"]
             assert len(broken) == 1, states
+            # The synchronous path's hint (the gateway's wake), heard by an idle renderer.
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(f"http://127.0.0.1:{port}{renderer_api.WAKE_PATH}") as answer,
+            ):
+                assert answer.status < 300, await answer.text()
 
             # A browser dies under the pool: the next jobs find it dead and it is replaced.
             await _settled(renderer)
@@ -137,6 +161,9 @@ async def test_every_dashboard_query_and_alert_expression_returns_data(
             await prom.wait_for("sum(reportfarm_browser_restarts_total) > 0")
             await prom.wait_for("sum(reportfarm_browser_recycles_total) > 0")
             await prom.wait_for("sum(reportfarm_poison_messages_total) > 0")
+            await prom.wait_for("sum(reportfarm_lease_age_seconds_count) > 0")
+            await prom.wait_for("sum(reportfarm_hints_total) > 0")
+            await prom.wait_for("sum(reportfarm_stage_cpu_seconds_total) > 0")
             await asyncio.sleep(3)  # a few more scrapes: every rate() has two points
 
             checked, deferred, empty = 0, [], []
