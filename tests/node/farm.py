@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from reportfarm import azurite
+from reportfarm import azurite, finishing
 from reportfarm.client import ReportFarmClient, Submission
 from tests.harness import kube as kube_harness
 from tests.node import node as node_harness
@@ -112,10 +112,12 @@ class Outcome:
 
 
 async def submit(connection: str, queue: str, container: str, template: str,
-                 data: list[dict[str, Any]]) -> list[str]:  # fmt: skip
+                 data: list[dict[str, Any]], *, finish: finishing.Finish | None = None,
+                 ) -> list[str]:  # fmt: skip
     async with ReportFarmClient(connection, queue=queue, container=container) as client:
         await client.ensure()
-        return list(await client.submit_many([Submission(template=template, data=d) for d in data]))
+        jobs = [Submission(template=template, data=d, finish=finish) for d in data]
+        return list(await client.submit_many(jobs))
 
 
 async def collect(

@@ -75,7 +75,7 @@ def pod_manifest(image: str, *, name: str, queue: str, browsers: int) -> dict[st
     )  # fmt: skip
     pool["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
     body = kopf.Body(pool)
-    spec = specs.read(pool["spec"], specs.pool_spec(pool["spec"]))
+    spec = specs.parse(pool["spec"])
     template = copy.deepcopy(children.deployment(body, spec, replicas=1)["spec"]["template"])
     return {
         "apiVersion": "v1",
