@@ -26,6 +26,7 @@ import dataclasses
 import logging
 import multiprocessing
 import signal
+import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -119,14 +120,14 @@ class FinishingProcesses:
             try:  # a process that died while it waited is replaced, and the job takes another
                 future = process.executor.submit(child.finish, pdf, handed)
             except BrokenProcessPool:
-                self._replace(process, job=False)
+                await self._replace(process, job=False)
                 continue
             break
         process.working = True
         try:
             answer = await asyncio.wrap_future(future)
         except BrokenProcessPool:
-            raise FinisherDied(self._replace(process, job=True)) from None
+            raise FinisherDied(await self._replace(process, job=True)) from None
         except BaseException:
             process.working = False
             self._free.put_nowait(process)
@@ -141,11 +142,11 @@ class FinishingProcesses:
             raise failed
         return answer
 
-    def _replace(self, dead: _Process, *, job: bool) -> str:
+    async def _replace(self, dead: _Process, *, job: bool) -> str:
         """A new process for ``dead`` (which is shut down); what to say about its death
         (``job``: while it ran a job)."""
-        pid, exit_code = _death(dead)
         self._all.remove(dead)
+        pid, exit_code = await asyncio.to_thread(_death, dead)
         dead.executor.shutdown(wait=False, cancel_futures=True)
         self.replaced += 1
         how = f"exited with {exit_code}" if exit_code is not None else "ended"
@@ -172,14 +173,22 @@ class FinishingProcesses:
         self._all.clear()
 
 
-def _death(process: _Process) -> tuple[int | None, int | None]:
-    """The dead process's id and exit code (negative: the signal), as far as they are known."""
+def _death(process: _Process, *, wait_s: float = 2.0) -> tuple[int | None, int | None]:
+    """The dead process's id and exit code (negative: the signal), as far as they are known
+    within ``wait_s`` (blocking: run it in a thread).
+
+    The executor's manager thread reaps its broken worker at the same moment: whichever thread's
+    ``waitpid`` loses sees ``ECHILD`` and an exit code of None until the winner has recorded it on
+    the shared ``Popen``, so the code is read again until it is there."""
     pid = _pid(process.ready)
     # the executor's own record of its process (CPython's ``_processes``: pid -> Process)
     known = getattr(process.executor, "_processes", None) or {}
     for found_pid, found in dict(known).items():
+        deadline = time.monotonic() + wait_s
         with contextlib.suppress(Exception):
-            found.join(timeout=1.0)
+            found.join(timeout=wait_s)
+            while found.exitcode is None and time.monotonic() < deadline:
+                time.sleep(0.01)
             return found_pid, found.exitcode
     return pid, None
 
