@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from reportfarm_renderer import bench_sync
 from reportfarm_renderer.benchmarking import (
     footprint,
     idling,
@@ -52,10 +53,41 @@ def _report(ours_s: float, theirs_s: float, *, lone: list[float]) -> dict[str, o
 
 
 class _Peak:
-    """A stand-in for footprint.Peak: only its peak is read."""
+    """A stand-in for footprint.Peak: only its peaks are read."""
 
-    def __init__(self, mib: float) -> None:
+    def __init__(self, mib: float, alone: float | None = None) -> None:
         self.peak_mib = mib
+        self.alone_peak_mib = alone
+
+
+def test_memory_is_each_side_as_if_alone_where_page_frames_are_readable() -> None:
+    """PSS splits the shared Chromium binary's pages between both sides' browsers: the verdict
+    reads each tree as if alone, PSS where that cannot be read."""
+    report = _report(0.1, 0.2, lone=[0.09] * 10)
+    row = report["by_concurrency"]["2"]["gateway"]  # type: ignore[index]
+    assert row["peak_mib"] == row["peak_pss_mib"] == 300  # no alone figure: PSS
+    runs = {
+        2: {
+            "gateway": _run("gateway", [0.1] * 10, 0.5),
+            "gotenberg": _run("gotenberg", [0.2] * 10, 1.0),
+        }
+    }
+    peaks = {2: {"gateway": _Peak(300, alone=330), "gotenberg": _Peak(150, alone=220)}}
+    report = sync_reporting.build(
+        runs=runs,
+        cpu_s={2: {"gateway": 1.0, "gotenberg": 1.0}},
+        peaks=peaks,  # type: ignore[arg-type]
+        print_upload=[],
+        parameters={},
+    )
+    rows = report["by_concurrency"]["2"]  # type: ignore[index]
+    assert (rows["gateway"]["peak_mib"], rows["gotenberg"]["peak_mib"]) == (330, 220)
+    assert report["ratios"]["2"]["gateway/mib_per_pdf_per_s"] == 0.75  # type: ignore[index]
+
+
+def test_our_side_counts_the_pods_not_the_storage_emulator() -> None:
+    parts = {"gateway": 10, "renderer": 11, "azurite": 12}
+    assert bench_sync.pod(parts) == {"gateway": 10, "renderer": 11}
 
 
 def test_twice_as_fast_at_twice_the_memory_meets_the_rate_and_misses_nothing_else() -> None:
