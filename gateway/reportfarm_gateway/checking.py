@@ -22,8 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from reportfarm import contract, encoding, finishing
-from reportfarm.client import PreparedBatch, ReportFarmClient
+from reportfarm import contract, encoding, finishing, preparing
 from reportfarm.encoding import EncodedJob, Submission
 from reportfarm_gateway import bodies, parsing
 
@@ -294,7 +293,7 @@ def check_batch(
     tenant: str,
     callback_url: str | None,
     item_webhooks: bool,
-) -> PreparedBatch:
+) -> preparing.PreparedBatch:
     """The whole batch parsed, built and checked as stored; nothing written (off the loop)."""
     raw_items = read_items(raw, jsonl=jsonl, cpu_s=cpu_s)
     if not raw_items:
@@ -304,7 +303,7 @@ def check_batch(
     items = [
         to_submission(item, index=index, template=template) for index, item in enumerate(raw_items)
     ]
-    return ReportFarmClient.prepare_batch(
+    return preparing.prepare_batch(
         items,
         batch_id=batch_id,
         tenant=tenant,
