@@ -896,3 +896,38 @@ async def test_the_guard_policy(url: str, method: str, reason: str | None) -> No
         with pytest.raises(netpolicy.Refused) as caught:
             await guard.check(url, method)
         assert caught.value.reason == reason
+
+
+async def test_a_worker_runs_without_zygotes_or_a_gpu_process_and_the_driver_keeps_less(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    """The memory flags (browser.MEMORY_ARGS) hold: a browser's processes are itself, its
+    network service and its pages' renderers; the driver got its V8 options, and this process's
+    environment is as it was (nothing else it starts gets them)."""
+    assert browser.DRIVER_NODE_OPTIONS not in os.environ.get("NODE_OPTIONS", "")
+    worker = await launcher.new_worker(pages=2)
+    try:
+        assert worker.pid is not None
+        kinds = collections.Counter(
+            next((a for a in _command(pid) if a.startswith("--type=")), "browser")
+            for pid in browser.marked_tree_pids(worker._marker)
+        )
+        assert kinds["browser"] == 1 and kinds["--type=renderer"] == 2, kinds
+        assert kinds["--type=zygote"] == 0 and kinds["--type=gpu-process"] == 0, kinds
+        driver = _parent(worker.pid)  # the driver launched the browser
+        environment = Path(f"/proc/{driver}/environ").read_bytes().split(b"\0")
+        assert f"NODE_OPTIONS={browser.DRIVER_NODE_OPTIONS}".encode() in environment
+        pdf = await worker.render("<p>memory</p>", contract.PdfOptions(), javascript=False)
+        assert "memory" in pdf_text(pdf)
+    finally:
+        await worker.close()
+
+
+def _command(pid: int) -> list[str]:
+    """Its arguments (Chromium's children rewrite theirs into one space-separated string)."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().replace("\0", " ").split()
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
