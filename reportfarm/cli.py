@@ -150,9 +150,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     synchronous.add_argument("--jobs", type=int, default=24, help="documents per chunk (>= 2x c)")
     synchronous.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    synchronous.add_argument("--pool-size", type=int, default=2, help="our browsers")
     synchronous.add_argument(
-        "--pages-per-browser", type=int, default=1, help="our pages per browser (its tabs: all)"
+        "--pool-size", type=int, default=1, help="our browsers (Gotenberg runs one)"
+    )
+    synchronous.add_argument(
+        "--pages-per-browser", type=int, default=2, help="our pages per browser (its tabs: all)"
     )
     synchronous.add_argument(
         "--polling", action="store_true", help="also the gateway path without the hints"

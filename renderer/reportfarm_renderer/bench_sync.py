@@ -6,7 +6,8 @@ concurrent requests (``--concurrency``), in interleaved rounds (forward, then ba
 at a time:
 
 - ``gateway``: ``POST /v1/reports`` to our gateway process, in front of a renderer process
-  (``--pool-size`` browsers) and Azurite, with the hints on (the gateway wakes the renderer; the
+  (``--pool-size`` browsers of ``--pages-per-browser`` pages: by default one browser of 2 pages,
+  the shape Gotenberg runs, one browser of 2 tabs) and Azurite, with the hints on (the gateway wakes the renderer; the
   renderer tells the gateway when the record is stored): :mod:`.benchmarking.synchronous`.
 - ``gateway_polling`` (``--polling``): the same path without the hints, as it was before them.
 - ``gotenberg``: Gotenberg (``--gotenberg-bin``) given the same Chromium binary as our renderer,
@@ -218,11 +219,11 @@ def main(
     concurrencies: Sequence[int] = CONCURRENCIES,
     jobs: int = 24,
     rounds: int = 3,
-    pool_size: int = 2,
+    pool_size: int = 1,
     polling: bool = False,
     plot_path: Path | None = None,
     idle_s: float = 0.0,
-    pages_per_browser: int = 1,
+    pages_per_browser: int = 2,
 ) -> int:
     """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments."""
     if min(jobs, rounds, pool_size, pages_per_browser, *concurrencies, 1) < 1 or not concurrencies:
