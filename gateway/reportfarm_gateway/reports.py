@@ -28,7 +28,7 @@ from aiohttp import web
 
 from reportfarm import batches, contract, netpolicy
 from reportfarm.client import ReportFarmClient
-from reportfarm_gateway import bodies, checking, content_type, hinting, tenancy
+from reportfarm_gateway import bodies, checking, content_type, hinting, prefetching, tenancy
 from reportfarm_gateway.context import (
     BODIES,
     CLIENT,
@@ -97,19 +97,25 @@ async def post_report(request: web.Request) -> web.StreamResponse:
             return accepted
         job_id, wait_s, hint, sent = accepted  # the body and its data are gone: only the wait
         wait = min(wait_s, settings.max_wait_s)
-        record = await await_record(
-            client,
-            job_id,
-            wait_s=wait,
-            poll_s=settings.poll_s,
-            gone=lambda: _gone(request),
-            hint=hint,
-            look_first=not sent,
-        )
+        prefetch = prefetching.PdfPrefetch(client, blob=contract.default_output_blob(job_id))
+        try:
+            record = await await_record(
+                client,
+                job_id,
+                wait_s=wait,
+                poll_s=settings.poll_s,
+                gone=lambda: _gone(request),
+                hint=hint,
+                look_first=not sent,
+                prefetch=prefetch,
+            )
+            pdf = await prefetch.take(record)
+        finally:
+            await prefetch.drop()
     if _gone(request):  # nobody to answer: end now, which frees the tenant's in-flight slot
         request.app[METRICS].sync.labels(outcome="abandoned").inc()
         return web.Response(status=CLIENT_GONE)  # never sent; counted in the request metrics
-    return await _answer(request, job_id, record)
+    return await _answer(request, job_id, record, pdf=pdf)
 
 
 async def _accept(
@@ -186,11 +192,11 @@ def _gone(request: web.Request) -> bool:
 
 
 async def _answer(
-    request: web.Request, job_id: str, record: contract.ResultRecord | None
+    request: web.Request, job_id: str, record: contract.ResultRecord | None, *, pdf: bytes | None
 ) -> web.Response:
     if record is not None and record.state == "succeeded":
         request.app[METRICS].sync.labels(outcome="pdf").inc()
-        return await _pdf(request, record)
+        return await _pdf(request, record, data=pdf)
     if record is not None:
         request.app[METRICS].sync.labels(outcome="failed").inc()
         return web.json_response(status_body(job_id, record), status=422)
@@ -218,34 +224,41 @@ async def await_record(
     gone: Callable[[], bool] = lambda: False,
     hint: asyncio.Event | None = None,
     look_first: bool = True,
+    prefetch: prefetching.PdfPrefetch | None = None,
 ) -> contract.ResultRecord | None:
     """Look for the job's record until ``wait_s`` passed: first after ``poll_s``, then less and
     less often (up to 4x), so many waiting requests do not flood the blob store; at once when
     ``hint`` is set (the renderer's done hint: reportfarm_gateway.hinting). The first look is at
     once unless ``look_first`` is False (a job sent just now: it waits the first poll or the
-    hint). Stops (None) as soon as ``gone()`` says the client has left."""
+    hint). Stops (None) as soon as ``gone()`` says the client has left. ``prefetch``: started
+    with the read a hint brings (the PDF and its record at once)."""
     if not math.isfinite(wait_s):
         raise ValueError(f"wait_s {wait_s} is not a finite number of seconds")
     deadline = time.monotonic() + wait_s
     pause = poll_s
+    hinted = False
     if not look_first:  # a job sent just now has no record yet: the first read waits a poll
-        await _waited(hint, until=min(deadline, time.monotonic() + pause), gone=gone)
+        hinted = await _waited(hint, until=min(deadline, time.monotonic() + pause), gone=gone)
     while not gone():
+        if hinted and prefetch is not None:
+            prefetch.start()
         record = await client.result(job_id)
         left = deadline - time.monotonic()
         if record is not None or left <= 0:
             return record
-        await _waited(hint, until=time.monotonic() + min(pause, left), gone=gone)
+        hinted = await _waited(hint, until=time.monotonic() + min(pause, left), gone=gone)
         pause = min(pause * 1.5, poll_s * 4)
     return None
 
 
-async def _waited(hint: asyncio.Event | None, *, until: float, gone: Callable[[], bool]) -> None:
-    """Until ``until``, the hint, or the client's leaving, whichever comes first."""
+async def _waited(hint: asyncio.Event | None, *, until: float, gone: Callable[[], bool]) -> bool:
+    """Until ``until``, the hint, or the client's leaving, whichever comes first; whether the
+    hint came."""
     # aiohttp signals no event when a client leaves: look at its flag every 50 ms.
     while (rest := until - time.monotonic()) > 0 and not gone():
         if await _hinted(hint, timeout=min(rest, _GONE_CHECK_S)):
-            return
+            return True
+    return False
 
 
 async def _hinted(hint: asyncio.Event | None, *, timeout: float) -> bool:
@@ -260,8 +273,12 @@ async def _hinted(hint: asyncio.Event | None, *, timeout: float) -> bool:
     return came
 
 
-async def _pdf(request: web.Request, record: contract.ResultRecord) -> web.Response:
-    data = await request.app[CLIENT].download(record)
+async def _pdf(
+    request: web.Request, record: contract.ResultRecord, *, data: bytes | None = None
+) -> web.Response:
+    """The record's PDF (``data``: already read, see reportfarm_gateway.prefetching)."""
+    if data is None:
+        data = await request.app[CLIENT].download(record)
     job_id = tenancy.shown_job_id(record.tenant, record.job_id)
     return web.Response(
         body=data,

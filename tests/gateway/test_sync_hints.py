@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from reportfarm_gateway import app as gateway_app
-from reportfarm_gateway import context, hinting, protocol
+from reportfarm_gateway import context, hinting, prefetching, protocol
 from reportfarm_renderer import service
 
 from reportfarm import contract
@@ -136,6 +136,40 @@ async def test_a_forged_done_hint_answers_nothing_and_changes_nothing(
         assert len(gateway.app[hinting.WAITERS]) == 0
         async with gateway.http.get(gateway.at("/v1/reports/nosuch"), headers=auth()) as state:
             assert state.status == 404
+
+
+async def test_the_pdf_read_with_its_record_is_used_only_when_the_record_names_it(
+    storage: StorageSettings,
+) -> None:
+    """On a done hint the gateway reads the PDF together with the record (one round trip less);
+    the record stays the answer: bytes it does not name are dropped, none found is a None."""
+    async with _gateway(storage, port=_free_port()) as gateway:
+        client = gateway.app[context.CLIENT]
+        blob = contract.default_output_blob("prefetched")
+        await client.blobs.put(blob, b"%PDF-1.7 stored", content_type="application/pdf")
+
+        def record(state: contract.JobState, output: str | None) -> contract.ResultRecord:
+            return contract.ResultRecord(
+                job_id="prefetched", state=state, finished_at=0.0, output_blob=output
+            )
+
+        cases = [
+            (record("succeeded", blob), b"%PDF-1.7 stored"),
+            (record("succeeded", "pdf/prefetched/other.pdf"), None),  # not the blob it read
+            (record("failed", blob), None),
+            (None, None),  # no record (a forged or early hint)
+        ]
+        for found, expected in cases:
+            prefetch = prefetching.PdfPrefetch(client, blob=blob)
+            assert await prefetch.take(found) is None  # never started: nothing read
+            prefetch.start()
+            prefetch.start()  # once
+            assert await prefetch.take(found) == expected
+            await prefetch.drop()
+        missing = prefetching.PdfPrefetch(client, blob=contract.default_output_blob("nosuch"))
+        missing.start()
+        gone = record("succeeded", missing.blob)
+        assert await missing.take(gone) is None  # not stored: the usual read decides
 
 
 @pytest.mark.parametrize(
