@@ -7,8 +7,9 @@ at a time:
 
 - ``gateway``: ``POST /v1/reports`` to our gateway process, in front of a renderer process
   (``--pool-size`` browsers of ``--pages-per-browser`` pages: by default one browser of 2 pages,
-  the shape Gotenberg runs, one browser of 2 tabs) and Azurite, with the hints on (the gateway wakes the renderer; the
-  renderer tells the gateway when the record is stored): :mod:`.benchmarking.synchronous`.
+  the shape Gotenberg runs, one browser of 2 tabs) and Azurite, with the hints on (the gateway
+  wakes the renderer; the renderer tells the gateway when the record is stored):
+  :mod:`.benchmarking.synchronous`.
 - ``gateway_polling`` (``--polling``): the same path without the hints, as it was before them.
 - ``gotenberg``: Gotenberg (``--gotenberg-bin``) given the same Chromium binary as our renderer,
   its concurrency our pool size, the document's rendered HTML posted to its Chromium route.
