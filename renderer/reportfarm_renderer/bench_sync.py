@@ -199,6 +199,7 @@ async def run(
         },
     )
     report["lone"]["phases_p50_ms"] = lone["phases_p50_ms"]
+    report["lone"]["stages_p50_ms"] = lone["stages_p50_ms"]
     report["lone"]["phases"] = sync.PHASES
     for concurrency, peaked in parts.items():
         row = report["by_concurrency"][str(concurrency)]["gateway"]

@@ -161,6 +161,10 @@ def show(report: dict[str, Any], console: Console) -> None:
     if phases:
         shown = ", ".join(f"{name} {_cell(ms, '.0f')}" for name, ms in phases.items())
         console.print(f"lone request, median ms by phase: {shown}")
+    stages = lone.get("stages_p50_ms") or {}
+    if stages:
+        shown = ", ".join(f"{name} {ms:.0f}" for name, ms in stages.items())
+        console.print(f"lone request, the renderer's stages (median ms): {shown}")
     for name, met in verdicts(report).items():
         mark = "-" if met is None else ("met" if met else "MISSED")
         console.print(f"target {name} ({TARGETS[name]}): {mark}")

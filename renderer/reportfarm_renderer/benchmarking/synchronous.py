@@ -208,6 +208,7 @@ async def lone_breakdown(
     records = await asyncio.gather(*(client.result(job_id) for job_id in job_ids))
     floors: list[float] = []
     phases: dict[str, list[float]] = {name: [] for name in PHASES}
+    stages: dict[str, list[float]] = {}
     for job_id, record in zip(job_ids, records, strict=True):
         if record is None or record.state != "succeeded" or job_id not in timings:
             continue
@@ -219,11 +220,16 @@ async def lone_breakdown(
         phases["queue"].append(finished - work - (record.submitted_at or sent))
         phases["work"].append(work)
         phases["answer"].append(received - finished)
+        for stage, ms in record.stages_ms.items():
+            stages.setdefault(stage, []).append(ms)
     return {
         "print_and_upload_s": floors,
         "phases_p50_ms": {
             name: round(statistics.median(values) * 1000, 1) if values else None
             for name, values in phases.items()
+        },
+        "stages_p50_ms": {  # the renderer's own, "work" in parts
+            name: round(statistics.median(values), 1) for name, values in stages.items()
         },
     }
 
