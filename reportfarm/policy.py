@@ -374,18 +374,46 @@ def _drain_browsers(
     )
 
 
-def deletion_costs(busy_by_pod: Mapping[str, int | None]) -> dict[str, int]:
+def deletion_costs(
+    busy_by_pod: Mapping[str, int | None],
+    *,
+    oldest_s_by_pod: Mapping[str, float | None] | None = None,
+    render_s: float | None = None,
+    drain_s: float | None = None,
+) -> dict[str, int]:
     """
-    ``controller.kubernetes.io/pod-deletion-cost`` values: the idlest pods get the lowest cost.
+    ``controller.kubernetes.io/pod-deletion-cost`` values: the pods that lose least by a drain
+    get the lowest cost.
 
     The ReplicaSet deletes lower-cost pods first (best effort), so annotate before lowering
-    replicas. Costs are ranks 0..n-1 ordered by busy browsers then name (deterministic, no ties);
-    a pod whose load is unknown (None) is treated as the busiest and spared.
-    """
+    replicas. Costs are ranks 0..n-1 (deterministic, no ties) ordered by:
 
-    def load(name: str) -> tuple[float, str]:
+    1. whether the pod's longest-running job is expected to outlive its drain (``drain_s``, the
+       renderer's drain timeout): such a pod is spared while another will do, since its job would
+       be interrupted and run again elsewhere;
+    2. busy browsers (a busy pod's jobs finish while it drains, but it stops taking new ones);
+    3. the expected remaining time of its longest-running job; then the name.
+
+    A job that has run ``a`` seconds is expected to need ``render_s - a`` more while it is younger
+    than the mean render time, and as long again as it has run once it is older (a job past the
+    mean is a long one; for a heavy tail, Pareto of shape 2, the expected remainder is its age).
+    A pod whose load is unknown (None) is treated as the busiest and spared.
+    """
+    oldest = oldest_s_by_pod or {}
+
+    def remaining(name: str) -> float:
+        age = oldest.get(name)
+        if not age:  # no job running, or a renderer too old to say
+            return 0.0
+        return max((render_s or 0.0) - age, age)
+
+    def load(name: str) -> tuple[float, float, float, str]:
         busy = busy_by_pod[name]
-        return (math.inf if busy is None else busy, name)
+        if busy is None:
+            return (math.inf, math.inf, math.inf, name)
+        left = remaining(name) if busy else 0.0
+        outlives = 1.0 if drain_s is not None and left > drain_s else 0.0
+        return (outlives, busy, left, name)
 
     return {name: rank for rank, name in enumerate(sorted(busy_by_pod, key=load))}
 
