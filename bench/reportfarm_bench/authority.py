@@ -1,4 +1,4 @@
-"""A loopback RFC 3161 timestamp authority for the B-T rows of ``reportfarm bench-einvoice
+"""A loopback RFC 3161 timestamp authority for the B-T rows of ``reportfarm bench einvoice
 --signatures --tsa``: pyHanko's testing TSA (:class:`DummyTimeStamper`, a throwaway self-signed
 certificate with the timeStamping key usage) behind a real HTTP exchange, so the renderer's client
 is the one production uses. It runs in the benchmark's process (a thread): its CPU is not the
@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from pyhanko.sign.timestamps.dummy_client import DummyTimeStamper
 
-from reportfarm_renderer.finishing import throwaway
+from reportfarm_bench import throwaway
 
 
 def stamper(key: rsa.RSAPrivateKey, certificate: x509.Certificate) -> DummyTimeStamper:

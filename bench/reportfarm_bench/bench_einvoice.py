@@ -1,6 +1,6 @@
-"""``reportfarm bench-einvoice``: month-end e-invoicing through the queue, signed PDF/A-3 Factur-X
+"""``reportfarm bench einvoice``: month-end e-invoicing through the queue, signed PDF/A-3 Factur-X
 invoices with a visible stamp against the same invoice printed plain, on one renderer process
-with a pod's CPUs and browsers (see :mod:`.benchmarking.einvoice`); ``--signatures`` measures
+with a pod's CPUs and browsers (see :mod:`.einvoice`); ``--signatures`` measures
 the signature's cost instead, on a light and a heavy document.
 
 A pod of ``--pod-cpus`` CPUs runs as many browsers; on fewer CPUs than the machine has, the
@@ -10,16 +10,17 @@ others. On all of the machine's CPUs, the client and Azurite share them: say so 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 from typing import Any
 
+from reportfarm_renderer import cpus
 from rich.table import Table
 
 from reportfarm import loops
-from reportfarm_renderer import cpus
-from reportfarm_renderer.benchmarking import einvoice, pod, reporting
+from reportfarm_bench import einvoice, pod, reporting
 
 TARGET = 0.6
 """Signed e-invoices' PDFs/s over the plain prints', on the same CPUs (issue 28)."""
@@ -38,7 +39,7 @@ def main(
     finishing_processes: int | None = None,
 ) -> int:
     if rounds < 1 or chunk < 1 or pod_cpus < 1:
-        print("bench-einvoice: --rounds, --chunk and --pod-cpus must be at least 1")
+        print("reportfarm bench einvoice: --rounds, --chunk and --pod-cpus must be at least 1")
         return 2
     console = reporting.bench_console(as_json, width=160)
     machine = cpus.affinity()
@@ -47,7 +48,7 @@ def main(
     load_before = [round(value, 2) for value in os.getloadavg()]
     with contextlib.ExitStack() as stack:
         if tsa and tsa_url is None:  # a loopback authority of the benchmark's own
-            from reportfarm_renderer.benchmarking import authority
+            from reportfarm_bench import authority
 
             tsa_url = stack.enter_context(authority.running())
         results = loops.run(
@@ -141,3 +142,42 @@ def table(report: dict[str, Any]) -> Table:
             f"{row['lease_age_max_s']}",
         )
     return result
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--chunk", type=int, default=16, help="jobs of each kind a round")
+    parser.add_argument(
+        "--pod-cpus", type=int, default=2, help="the pod's CPUs and browsers (pinned if fewer)"
+    )
+    parser.add_argument(
+        "--signatures",
+        action="store_true",
+        help="instead: signatures (none, invisible, visible) on a light and a heavy document",
+    )
+    parser.add_argument(
+        "--tsa",
+        action="store_true",
+        help="signatures are PAdES B-T, timestamped by a loopback authority (or --tsa-url)",
+    )
+    parser.add_argument("--tsa-url", default=None, help="a timestamp authority of your own")
+    parser.add_argument(
+        "--finishing-processes",
+        type=int,
+        default=None,
+        help="the renderer's finishing processes (default: its CPUs; 0: a thread, as before)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def command(args: argparse.Namespace) -> int:
+    return main(
+        as_json=args.json,
+        rounds=args.rounds,
+        chunk=args.chunk,
+        pod_cpus=args.pod_cpus,
+        signatures=args.signatures,
+        tsa=args.tsa or args.tsa_url is not None,
+        tsa_url=args.tsa_url,
+        finishing_processes=args.finishing_processes,
+    )

@@ -1,4 +1,4 @@
-"""``reportfarm bench-gotenberg``: the same documents through Gotenberg and through us, in one run.
+"""``reportfarm bench gotenberg``: the same documents through Gotenberg and through us, in one run.
 
 The documents are ``bench``'s (the example reports and the batch lines, rendered to HTML once).
 The sides print them at the same concurrency N (our pool size = Gotenberg's
@@ -30,6 +30,7 @@ code is then 1.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
@@ -45,12 +46,13 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from reportfarm_renderer import browser
 from rich.console import Console
 
 from reportfarm import azurite, loops, renderer_api
 from reportfarm.quantiles import quantile
-from reportfarm_renderer import bench, browser
-from reportfarm_renderer.benchmarking import (
+from reportfarm_bench import (
+    bench_strategies,
     cpu,
     end_to_end,
     footprint,
@@ -60,9 +62,9 @@ from reportfarm_renderer.benchmarking import (
     strategies,
     versus,
 )
-from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import gotenberg as gotenberging
-from reportfarm_renderer.benchmarking.documents import Document
+from reportfarm_bench import documents as documenting
+from reportfarm_bench import gotenberg as gotenberging
+from reportfarm_bench.documents import Document
 
 OURS = tuple(versus.OURS)
 DEFAULT_CHROMIUMS = (gotenberging.SAME, gotenberging.IMAGE)
@@ -128,7 +130,7 @@ async def run(
     """Measure the sides; returns the report and one sample PDF per side."""
     catalog, documents = documenting.load()
     settings = documenting.settings(pool_size=pool_size, chromium_path=chromium_path)
-    load_before, chunks = _load(), bench.rounds(jobs)
+    load_before, chunks = _load(), bench_strategies.rounds(jobs)
     me = os.getpid()
     runs = {"reportfarm": measuring.Run("reportfarm")}
     async with contextlib.AsyncExitStack() as stack:
@@ -194,7 +196,7 @@ async def run(
             end_to_end.running_process(
                 documents,
                 pool_size=pool_size,
-                rng=random.Random(bench.SEED),
+                rng=random.Random(bench_strategies.SEED),
                 log=Path(scratch, "worker.log"),
             )
         )
@@ -439,13 +441,15 @@ def main(
     Gotenberg side printed the same pages and text as ours, 1 otherwise. The tables go to stdout,
     or to stderr with ``as_json``."""
     if jobs < 1 or pool_size < 1:
-        print("bench-gotenberg: --jobs and --pool-size must be at least 1", file=sys.stderr)
+        print(
+            "reportfarm bench gotenberg: --jobs and --pool-size must be at least 1", file=sys.stderr
+        )
         return 2
     words = chromium_words(gotenberg_chromium)
     if gotenberg_chromium is not None and target.binary is None:
         print(
-            "bench-gotenberg: --gotenberg-chromium needs --gotenberg-bin (a running Gotenberg "
-            "has its own Chromium)",
+            "reportfarm bench gotenberg: --gotenberg-chromium needs --gotenberg-bin (a running "
+            "Gotenberg has its own Chromium)",
             file=sys.stderr,
         )
         return 2
@@ -453,7 +457,7 @@ def main(
     missing = [w for w in paths if not (os.path.isfile(w) and os.access(w, os.X_OK))]
     if not words or missing:
         print(
-            "bench-gotenberg: --gotenberg-chromium takes same, image or executable paths"
+            "reportfarm bench gotenberg: --gotenberg-chromium takes same, image or executable paths"
             + (f"; not executable: {', '.join(missing)}" if missing else ""),
             file=sys.stderr,
         )
@@ -472,7 +476,7 @@ def main(
             )
         )
     except (azurite.AzuriteError, end_to_end.JobsFailed, gotenberging.GotenbergError) as error:
-        console.print(f"[red]bench-gotenberg failed:[/red] {error}")
+        console.print(f"[red]reportfarm bench gotenberg failed:[/red] {error}")
         return 1
     if samples is not None:
         samples.mkdir(parents=True, exist_ok=True)
@@ -495,3 +499,41 @@ def passed(report: versus.Report) -> bool:
     valid = all(report[n]["valid_pdfs"] == report[n]["pdfs"] > 0 for n in versus.measured(report))
     same = bool(report["sameness"]) and all(s["all_same"] for s in report["sameness"].values())
     return ran and valid and same
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--gotenberg-bin", type=Path, help="a binary from scripts/gotenberg/build.sh: started here"
+    )
+    where.add_argument("--gotenberg-url", help="a running Gotenberg (same concurrency, please)")
+    parser.add_argument(
+        "--gotenberg-pid", type=int, help="with --gotenberg-url: its root pid, to sample memory"
+    )
+    parser.add_argument(
+        "--gotenberg-chromium",
+        metavar="WHICH[,WHICH]",
+        help="with --gotenberg-bin: the Chromium each Gotenberg side is given, one Gotenberg per "
+        "entry: 'same' (the binary our pool runs: side gotenberg), 'image' (Debian's full "
+        "chromium on PATH, as Gotenberg's image runs it: side gotenberg_full) or a path "
+        "(default: same,image)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--jobs", type=int, default=60, help="documents per side")
+    parser.add_argument("--pool-size", type=int, default=2, help="our browsers = its tabs")
+    parser.add_argument(
+        "--plot", type=Path, default=Path("out/bench-gotenberg.png"), help="PNG plot path"
+    )
+    parser.add_argument("--samples", type=Path, default=None, help="folder for one PDF per side")
+
+
+def command(args: argparse.Namespace) -> int:
+    return main(
+        as_json=args.json,
+        jobs=args.jobs,
+        pool_size=args.pool_size,
+        target=Target(binary=args.gotenberg_bin, url=args.gotenberg_url, pid=args.gotenberg_pid),
+        plot=args.plot,
+        samples=args.samples,
+        gotenberg_chromium=args.gotenberg_chromium,
+    )

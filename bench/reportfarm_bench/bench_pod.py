@@ -1,15 +1,16 @@
-"""``reportfarm bench-pod``: end to end against the ceiling on one pod's cores, with the storage
-emulator and the submitting client on the others (see :mod:`.benchmarking.pod`).
+"""``reportfarm bench pod``: end to end against the ceiling on one pod's cores, with the storage
+emulator and the submitting client on the others (see :mod:`.pod`).
 
-``reportfarm bench`` measures end to end on shared cores, where Azurite and the benchmark's own
-client take CPU that production does not put in a pod. Here the ceiling and the real renderer
-process run pinned to the same CPUs, one printing at a time in interleaved rounds, and each
-side's CPU per PDF is read from its own process tree: the ratio is what the queue path costs the
-pod itself. A table, a PNG plot and, with ``--json``, the same as JSON on stdout.
+``reportfarm bench strategies`` measures end to end on shared cores, where Azurite and the
+benchmark's own client take CPU that production does not put in a pod. Here the ceiling and the
+real renderer process run pinned to the same CPUs, one printing at a time in interleaved rounds,
+and each side's CPU per PDF is read from its own process tree: the ratio is what the queue path
+costs the pod itself. A table, a PNG plot and, with ``--json``, the same as JSON on stdout.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
@@ -28,9 +29,8 @@ from rich.table import Table
 
 from reportfarm import azurite, loops
 from reportfarm.quantiles import quantile
-from reportfarm_renderer import bench
-from reportfarm_renderer.benchmarking import cpu, end_to_end, footprint, pod, reporting
-from reportfarm_renderer.benchmarking import documents as documenting
+from reportfarm_bench import bench_strategies, cpu, end_to_end, footprint, pod, reporting
+from reportfarm_bench import documents as documenting
 
 Report = dict[str, Any]
 TARGET = 0.95
@@ -102,7 +102,7 @@ async def run(*, jobs: int, pool_size: int, pod_cpus: int | None, console: Conso
     os.sched_setaffinity(0, others)
     _, documents = documenting.load()
     chunks = _rounds(jobs)
-    load_before = bench._load()
+    load_before = bench_strategies._load()
     sides = {"ceiling": Side(), "end_to_end": Side()}
     outside: cpu.Sample = {}
     client_s = 0.0
@@ -112,7 +112,7 @@ async def run(*, jobs: int, pool_size: int, pod_cpus: int | None, console: Conso
             end_to_end.running_process(
                 documents,
                 pool_size=pool_size,
-                rng=random.Random(bench.SEED),
+                rng=random.Random(bench_strategies.SEED),
                 log=Path(scratch, "worker.log"),
                 cpus=pod_set,
             ) as farm,
@@ -181,7 +181,7 @@ async def run(*, jobs: int, pool_size: int, pod_cpus: int | None, console: Conso
         "documents": len(documents),
         "processes_off_the_pod": strays,
         "load_before": load_before,
-        "load_after": bench._load(),
+        "load_after": bench_strategies._load(),
     }
     return report
 
@@ -227,7 +227,7 @@ def show(report: Report, console: Console) -> None:
     params = report["parameters"]
     table = Table(
         title=(
-            f"reportfarm bench-pod: pool {params['pool_size']} on CPUs {params['pod_cpus']}, "
+            f"reportfarm bench pod: pool {params['pool_size']} on CPUs {params['pod_cpus']}, "
             f"client and Azurite on {params['other_cpus']}, {params['jobs']} documents a side"
         )
     )
@@ -327,18 +327,18 @@ def main(
 ) -> int:
     """0 when both sides printed only valid PDFs and pinning held; 1 otherwise; 2 on bad usage."""
     if jobs < 1 or pool_size < 1:
-        print("bench-pod: --jobs and --pool-size must be at least 1", file=sys.stderr)
+        print("reportfarm bench pod: --jobs and --pool-size must be at least 1", file=sys.stderr)
         return 2
     try:
         pod.split_cpus(pod_cpus)
     except ValueError as error:
-        print(f"bench-pod: {error}", file=sys.stderr)
+        print(f"reportfarm bench pod: {error}", file=sys.stderr)
         return 2
     console = reporting.bench_console(as_json)
     try:
         report = loops.run(run(jobs=jobs, pool_size=pool_size, pod_cpus=pod_cpus, console=console))
     except (azurite.AzuriteError, end_to_end.JobsFailed, PodFailed) as error:
-        console.print(f"[red]bench-pod failed:[/red] {error}")
+        console.print(f"[red]reportfarm bench pod failed:[/red] {error}")
         return 1
     show(report, console)
     if plot_path is not None:
@@ -349,3 +349,25 @@ def main(
     sides = [report[name] for name in ("ceiling", "end_to_end")]
     valid = all(0 < row["valid_pdfs"] == row["pdfs"] for row in sides)
     return 0 if valid and not report["parameters"]["processes_off_the_pod"] else 1
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=int, default=100, help="documents a side")
+    parser.add_argument("--pool-size", type=int, default=2, help="browsers in the pod")
+    parser.add_argument(
+        "--pod-cpus", type=int, default=None, help="CPUs the pod gets (default: half of them)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--plot", type=Path, default=Path("out/bench-pod.png"), help="PNG plot path"
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    return main(
+        as_json=args.json,
+        jobs=args.jobs,
+        pool_size=args.pool_size,
+        pod_cpus=args.pod_cpus,
+        plot_path=args.plot,
+    )

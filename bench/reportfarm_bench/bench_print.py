@@ -1,5 +1,5 @@
-"""``reportfarm bench-print``: pool shapes, Chromium flags and loading, side by side with today's
-print path (see :mod:`.benchmarking.printing` for what each variant is).
+"""``reportfarm bench print``: pool shapes, Chromium flags and loading, side by side with today's
+print path (see :mod:`.printing` for what each variant is).
 
 Reported per variant: PDFs/s, per core and per GiB of peak browser memory (PSS), p50/p95, and the
 ratio to ``today`` measured in the same rounds; the load average before and after; a table, a
@@ -8,6 +8,7 @@ PNG plot and, with ``--json``, the same as JSON on stdout.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -16,13 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from reportfarm_renderer import browser
 from rich.console import Console
 from rich.table import Table
 
 from reportfarm import loops, renderer_api
-from reportfarm_renderer import bench, browser
-from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import measuring, printing, reporting, strategies
+from reportfarm_bench import bench_strategies, measuring, printing, reporting, strategies
+from reportfarm_bench import documents as documenting
 
 Report = dict[str, Any]
 
@@ -32,7 +33,7 @@ async def run(
 ) -> Report:
     catalog, documents = documenting.load()
     settings = documenting.settings(chromium_path=chromium_path)
-    load_before = bench._load()
+    load_before = bench_strategies._load()
     chunks = printing.rounds(jobs)
     async with contextlib.AsyncExitStack() as stack:
         launcher = await stack.enter_async_context(
@@ -75,7 +76,7 @@ async def run(
             v.name: v.executable or launcher.executable_path or "playwright's own" for v in chosen
         },
         "load_before": load_before,
-        "load_after": bench._load(),
+        "load_after": bench_strategies._load(),
     }
     return report
 
@@ -87,7 +88,7 @@ def _ratio(top: float | None, bottom: float | None) -> float | None:
 def show(report: Report, console: Console) -> None:
     params = report["parameters"]
     table = Table(
-        title=f"reportfarm bench-print: {params['jobs']} documents per variant in rounds of "
+        title=f"reportfarm bench print: {params['jobs']} documents per variant in rounds of "
         f"{params['rounds']}, {params['cpu_count']} CPUs, Chromium {params['chromium']}"
     )
     columns: tuple[str, ...] = ("variant", "lanes", "PDFs/s", "/core", "peak MiB", "/GiB")
@@ -194,10 +195,10 @@ def main(
         )
     except (KeyError, ValueError) as error:
         known = ", ".join(printing.FLAGS)
-        print(f"bench-print: {error} (flags: {known})", file=sys.stderr)
+        print(f"reportfarm bench print: {error} (flags: {known})", file=sys.stderr)
         return 2
     if jobs < 1:
-        print("bench-print: --jobs must be at least 1", file=sys.stderr)
+        print("reportfarm bench print: --jobs must be at least 1", file=sys.stderr)
         return 2
     console = reporting.bench_console(as_json, width=140)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
@@ -209,3 +210,38 @@ def main(
         print(json.dumps(report, indent=2))
     rows = report["variants"].values()
     return 0 if all(row["valid_pdfs"] == row["pdfs"] > 0 for row in rows) else 1
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--jobs", type=int, default=40, help="documents per variant")
+    parser.add_argument(
+        "--shapes", default="1x2,1x3,2x2", help="BROWSERSxPAGES list (today, 2x1, always runs)"
+    )
+    parser.add_argument("--flags", default="", help="flag names to try, comma-separated")
+    parser.add_argument("--flag-shape", default="2x1", help="the shape flags are tried on")
+    parser.add_argument(
+        "--with", dest="with_flags", default="", help="flag names every variant but today gets"
+    )
+    parser.add_argument("--loading", default="", help="set_content wait_until values to try")
+    parser.add_argument(
+        "--plot", type=Path, default=Path("out/bench-print.png"), help="PNG plot path"
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    return main(
+        as_json=args.json,
+        jobs=args.jobs,
+        shapes=_names(args.shapes),
+        flags=_names(args.flags),
+        flag_shape=args.flag_shape,
+        with_flags=_names(args.with_flags),
+        loading=_names(args.loading),
+        plot_path=args.plot,
+    )
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated option as a list, blanks dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]

@@ -1,11 +1,11 @@
-"""``reportfarm bench``: five ways to print the same documents, and the whole path through the
-queue, in one run, with the same pool size N.
+"""``reportfarm bench strategies``: five ways to print the same documents, and the whole path
+through the queue, in one run, with the same pool size N.
 
 The documents are the example reports and the batch lines (``examples/``), rendered to HTML
-once up front. Each strategy (see :mod:`.benchmarking.strategies`) prints ``jobs`` of them,
+once up front. Each strategy (see :mod:`.strategies`) prints ``jobs`` of them,
 N at a time, after an untimed warm-up; ``end_to_end`` sends ``jobs`` jobs through an embedded
 Azurite to an in-process renderer with the production settings and pool size N (see
-:mod:`.benchmarking.end_to_end`). Strategies never run at the same time, but the machine is
+:mod:`.end_to_end`). Strategies never run at the same time, but the machine is
 shared and its load drifts, so the run is split into rounds: in each round every strategy
 prints its share of the documents, in forward order one round and backward the next, and a
 drift weighs on all of them alike. Then the end-to-end latency phases: lone jobs and bursts of
@@ -21,6 +21,7 @@ the production default, so a local ``REPORTFARM_*`` variable cannot skew the fig
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -31,11 +32,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from reportfarm_renderer import browser
 from rich.console import Console
 
 from reportfarm import azurite, loops, renderer_api
-from reportfarm_renderer import browser
-from reportfarm_renderer.benchmarking import (
+from reportfarm_bench import (
     cpu,
     end_to_end,
     finishing,
@@ -43,7 +44,7 @@ from reportfarm_renderer.benchmarking import (
     reporting,
     strategies,
 )
-from reportfarm_renderer.benchmarking import documents as documenting
+from reportfarm_bench import documents as documenting
 
 SEED = 2026
 """Seeds the random pauses of the end-to-end phases: the same run, run after run."""
@@ -208,3 +209,23 @@ def main(
 def _all_valid(report: dict[str, Any]) -> bool:
     rows = [report[name] for name in [*strategies.STRATEGIES, END_TO_END]]
     return all(row["valid_pdfs"] == row["pdfs"] > 0 for row in rows)
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--jobs", type=int, default=60, help="documents per strategy")
+    parser.add_argument("--pool-size", type=int, default=2, help="browsers per pool")
+    parser.add_argument("--plot", type=Path, default=Path("out/bench.png"), help="PNG plot path")
+    parser.add_argument(
+        "--samples", type=Path, default=None, help="folder for one PDF per strategy (optional)"
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    return main(
+        as_json=args.json,
+        jobs=args.jobs,
+        pool_size=args.pool_size,
+        plot=args.plot,
+        samples=args.samples,
+    )

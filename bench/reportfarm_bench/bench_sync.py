@@ -1,4 +1,4 @@
-"""``reportfarm bench-sync``: the synchronous path as a client meets it, side by side with
+"""``reportfarm bench sync``: the synchronous path as a client meets it, side by side with
 Gotenberg given the same Chromium.
 
 One client (this process) calls every side over HTTP and waits for each PDF, at 1, 2, 8 and 20
@@ -7,7 +7,7 @@ at a time:
 
 - ``gateway``: ``POST /v1/reports`` to our gateway process, in front of a renderer process
   (``--pool-size`` browsers) and Azurite, with the hints on (the gateway wakes the renderer; the
-  renderer tells the gateway when the record is stored): :mod:`.benchmarking.synchronous`.
+  renderer tells the gateway when the record is stored): :mod:`.synchronous`.
 - ``gateway_polling`` (``--polling``): the same path without the hints, as it was before them.
 - ``gotenberg``: Gotenberg (``--gotenberg-bin``) given the same Chromium binary as our renderer,
   its concurrency our pool size, the document's rendered HTML posted to its Chromium route.
@@ -21,6 +21,7 @@ the same jobs). The machine's load is recorded with every chunk.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -33,15 +34,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from reportfarm_renderer import browser
 from rich.console import Console
 from rich.progress import Progress
 
 from reportfarm import loops, renderer_api
-from reportfarm_renderer import browser
-from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import footprint, idling, measuring, reporting, sync_reporting
-from reportfarm_renderer.benchmarking import gotenberg as gotenberging
-from reportfarm_renderer.benchmarking import synchronous as sync
+from reportfarm_bench import documents as documenting
+from reportfarm_bench import footprint, idling, measuring, reporting, sync_reporting
+from reportfarm_bench import gotenberg as gotenberging
+from reportfarm_bench import synchronous as sync
 
 CONCURRENCIES = (1, 2, 8, 20)
 Side = str
@@ -217,11 +218,15 @@ def main(
     """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments."""
     if min(jobs, rounds, pool_size, pages_per_browser, *concurrencies, 1) < 1 or not concurrencies:
         print(
-            "bench-sync: --jobs, --rounds, --pool-size and each concurrency >= 1", file=sys.stderr
+            "reportfarm bench sync: --jobs, --rounds, --pool-size and each concurrency >= 1",
+            file=sys.stderr,
         )
         return 2
     if not (gotenberg_bin.is_file() and os.access(gotenberg_bin, os.X_OK)):
-        print(f"bench-sync: {gotenberg_bin} is not an executable Gotenberg", file=sys.stderr)
+        print(
+            f"reportfarm bench sync: {gotenberg_bin} is not an executable Gotenberg",
+            file=sys.stderr,
+        )
         return 2
     console = reporting.bench_console(as_json, width=160)
     started = time.monotonic()
@@ -273,3 +278,53 @@ async def _our_sides(
 
 def _load() -> list[float]:
     return [round(value, 2) for value in os.getloadavg()]
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gotenberg-bin", type=Path, required=True, help="a binary from scripts/gotenberg/build.sh"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_levels,
+        default=[1, 2, 8, 20],
+        help="concurrent requests, comma-separated (default 1,2,8,20)",
+    )
+    parser.add_argument("--jobs", type=int, default=24, help="documents per chunk (>= 2x c)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--pool-size", type=int, default=2, help="our browsers")
+    parser.add_argument(
+        "--pages-per-browser", type=int, default=1, help="our pages per browser (its tabs: all)"
+    )
+    parser.add_argument(
+        "--polling", action="store_true", help="also the gateway path without the hints"
+    )
+    parser.add_argument(
+        "--idle-s", type=float, default=0.0, help="then count an idle farm's storage requests"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--plot", type=Path, default=Path("out/bench-sync.png"), help="PNG plot path"
+    )
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        return [int(word) for word in text.split(",") if word.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("whole numbers, comma-separated") from None
+
+
+def command(args: argparse.Namespace) -> int:
+    return main(
+        as_json=args.json,
+        gotenberg_bin=args.gotenberg_bin,
+        concurrencies=args.concurrency,
+        jobs=args.jobs,
+        rounds=args.rounds,
+        pool_size=args.pool_size,
+        polling=args.polling,
+        plot_path=args.plot,
+        idle_s=args.idle_s,
+        pages_per_browser=args.pages_per_browser,
+    )

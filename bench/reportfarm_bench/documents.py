@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reportfarm import contract
-from reportfarm.settings import StorageSettings
 from reportfarm_renderer import local, templates
 from reportfarm_renderer.settings import RendererSettings
+
+from reportfarm import contract
+from reportfarm.settings import StorageSettings
 
 TEMPLATES = local.EXAMPLES / "templates"
 

@@ -28,13 +28,13 @@ from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+from reportfarm_renderer import local
 
 from reportfarm import azurite, contract, finishing, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.quantiles import quantile
-from reportfarm_renderer import local
-from reportfarm_renderer.benchmarking import cpu, end_to_end
-from reportfarm_renderer.benchmarking import finishing as finish_costs
+from reportfarm_bench import cpu, end_to_end
+from reportfarm_bench import finishing as finish_costs
 
 VISIBILITY_S = 9
 """The renderer's visibility timeout here (production: 60 s): its leases are extended every 3 s,
@@ -127,7 +127,7 @@ def einvoice_kinds() -> list[Kind]:
 def signature_kinds(*, heavy_pages: int = 20) -> list[Kind]:
     """Signatures on a light document (the invoice, one page) and a heavy one (a statement of
     ``heavy_pages`` pages): plain, signed invisibly, signed with a visible stamp."""
-    from reportfarm_renderer.benchmarking import statements
+    from reportfarm_bench import statements
 
     documents = {
         "light": ("invoice", json.loads(INVOICE.read_text()), None),

@@ -41,9 +41,9 @@ from reportfarm import azurite, contract, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.quantiles import quantile
 from reportfarm.settings import CONNECTION_STRING_VAR
-from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import measuring, pod
-from reportfarm_renderer.benchmarking.documents import Document
+from reportfarm_bench import documents as documenting
+from reportfarm_bench import measuring, pod
+from reportfarm_bench.documents import Document
 
 QUEUE = CONTAINER = "bench"
 WAIT_TIMEOUT_S = 600.0

@@ -25,12 +25,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from reportfarm import contract, finishing
 from reportfarm_renderer import browser
 from reportfarm_renderer import finishing as stages
-from reportfarm_renderer.benchmarking.documents import Document
-from reportfarm_renderer.finishing import signing, throwaway, watermark
+from reportfarm_renderer.finishing import signing, watermark
 from reportfarm_renderer.settings import RendererSettings
+
+from reportfarm import contract, finishing
+from reportfarm_bench import throwaway
+from reportfarm_bench.documents import Document
 
 
 def _rules() -> Path | None:

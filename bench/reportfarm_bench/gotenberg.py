@@ -1,4 +1,5 @@
-"""Gotenberg, the HTML-to-PDF server users pick instead of us, as ``bench-gotenberg`` runs it.
+"""Gotenberg, the HTML-to-PDF server users pick instead of us, as ``reportfarm bench gotenberg``
+runs it.
 
 - :func:`form` maps our :class:`~reportfarm.contract.PdfOptions` to Gotenberg's form fields, so
   both sides print the same page (Gotenberg's defaults differ: Letter, 0.39 in margins, no

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from reportfarm_renderer.benchmarking import synchronous as sync
+from reportfarm_bench import synchronous as sync
 
 PROBE_EVERY_S = 5.0
 SETTLE_S = 8.0

@@ -1,9 +1,7 @@
-"""``reportfarm bench-lanes``: do interactive reports stay fast while a big bulk batch runs?
+"""``reportfarm bench lanes``: do interactive reports stay fast while a big bulk batch runs?
 
 One farm on this machine: Azurite, one renderer (Chromium pool) and the gateway, in-process.
-It lives beside the renderer (it starts one); the gateway comes from the CLI, the composition
-root, as a function that builds its app (a renderer module never imports the gateway:
-import-linter's contracts in pyproject.toml).
+The gateway comes as a function that builds its app (:mod:`.bench_lanes` passes the gateway's).
 Phase 1 (idle farm): rounds of N concurrent ``POST /v1/reports`` (interactive lane), each timed
 from request to PDF. Phase 2: a bulk batch of M items is submitted through the gateway, and while
 it runs the same rounds are timed again. The answer is the ratio of the loaded p95 to the idle
@@ -27,11 +25,11 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from reportfarm_renderer import service
+from reportfarm_renderer.settings import RendererSettings
 
 from reportfarm import azurite, loops, quantiles
 from reportfarm.settings import StorageSettings
-from reportfarm_renderer import service
-from reportfarm_renderer.settings import RendererSettings
 
 TEMPLATE = "<html><body><h1>{{ title }}</h1><p>{{ body }}</p></body></html>"
 TOKEN = "bench-token"

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from reportfarm.quantiles import quantile
-from reportfarm_renderer.benchmarking.documents import Document
+from reportfarm_bench.documents import Document
 
 Job = Callable[[int, Document], Awaitable[bytes]]
 """Print one document on lane ``i`` (0 to concurrency - 1; a lane is one browser or page)."""

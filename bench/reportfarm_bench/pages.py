@@ -1,4 +1,4 @@
-"""``reportfarm bench-pages``: the month-end statement at 2, 50 and 500 pages, through the real
+"""``reportfarm bench pages``: the month-end statement at 2, 50 and 500 pages, through the real
 print path, side by side.
 
 Each document goes the way a job's goes, minus the queue: the template renders the statement's
@@ -29,20 +29,20 @@ from pathlib import Path
 from typing import Any
 
 import pypdf
+from reportfarm_renderer import browser, output, printing, templates
+from reportfarm_renderer import pool as pooling
+from reportfarm_renderer.settings import RendererSettings
 from rich.console import Console
 
 from reportfarm import azurite, loops, renderer_api
 from reportfarm.storage import blobs as storing
-from reportfarm_renderer import browser, output, printing, templates
-from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.benchmarking import (
+from reportfarm_bench import (
     documents,
     pages_report,
     reporting,
     sampling,
     statements,
 )
-from reportfarm_renderer.settings import RendererSettings
 
 CONTAINER = "bench-pages"
 Report = dict[str, Any]
@@ -198,7 +198,10 @@ def _load() -> list[float]:
 def main(*, sizes: list[int], rounds: int, repeat: int, as_json: bool, plot: Path | None) -> int:
     """Run it; 0 when every size printed whole (its last line on its last page), else 1."""
     if not sizes or min(sizes) < 1 or rounds < 1 or repeat < 1:
-        print("bench-pages: sizes, --rounds and --repeat must be at least 1", file=sys.stderr)
+        print(
+            "reportfarm bench pages: sizes, --rounds and --repeat must be at least 1",
+            file=sys.stderr,
+        )
         return 2
     console = reporting.bench_console(as_json)
     chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
@@ -213,7 +216,7 @@ def main(*, sizes: list[int], rounds: int, repeat: int, as_json: bool, plot: Pat
             )
         )
     except (azurite.AzuriteError, pooling.PoolError) as error:
-        console.print(f"[red]bench-pages failed:[/red] {error!r}")
+        console.print(f"[red]reportfarm bench pages failed:[/red] {error!r}")
         return 1
     pages_report.show(report, console)
     if plot is not None:

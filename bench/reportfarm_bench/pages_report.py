@@ -1,4 +1,4 @@
-"""``reportfarm bench-pages``' report: ratios between sizes, a table, a PNG plot."""
+"""``reportfarm bench pages``' report: ratios between sizes, a table, a PNG plot."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reportfarm_renderer.benchmarking import reporting
+from reportfarm_bench import reporting
 
 TARGETS = {
     "s_per_page": ("<=", 1.0, "seconds per page: total time grows at most linearly"),
@@ -52,7 +52,7 @@ def _value(row: Mapping[str, Any], measure: str) -> float:
 def show(report: Mapping[str, Any], console: Console) -> None:
     params = report["parameters"]
     table = Table(
-        title=f"reportfarm bench-pages: the month-end statement, 1 browser, {params['rounds']} "
+        title=f"reportfarm bench pages: the month-end statement, 1 browser, {params['rounds']} "
         f"rounds, production defaults (render timeout {params['render_timeout']:.0f} s)"
     )
     columns = ("pages", "prints", "s/page", "PDF MiB", "blocks", "Python MiB", "driver MiB")

@@ -2,8 +2,9 @@
 CPUs, with the storage emulator and the submitting client pinned to the others.
 
 In production a renderer pod shares its cores with nothing of the queue path but its own job
-runner: Azure Storage and the clients that submit are elsewhere. ``reportfarm bench`` runs them
-all on the same cores, so its end-to-end figure also pays for Azurite and the client. Here:
+runner: Azure Storage and the clients that submit are elsewhere. ``reportfarm bench strategies``
+runs them all on the same cores, so its end-to-end figure also pays for Azurite and the client.
+Here:
 
 - **pod CPUs** (``--pod-cpus``, default half of them, the last ones): the ceiling (a process of
   its own: warm pages printing pre-rendered HTML, the production shape) and the renderer (the
@@ -15,7 +16,7 @@ Chromium). Pinning is :func:`os.sched_setaffinity` in the child before it starts
 (:func:`pinned`), so every process it launches inherits it; the run checks that every process of
 both trees is on the pod CPUs.
 
-The ceiling process (``python -m reportfarm_renderer.benchmarking.pod ceiling POOL_SIZE``) reads
+The ceiling process (``python -m reportfarm_bench.pod ceiling POOL_SIZE``) reads
 ``OFFSET COUNT`` lines on stdin, prints that chunk of documents and answers one JSON line.
 """
 
@@ -29,10 +30,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from reportfarm import loops, renderer_api
 from reportfarm_renderer import browser
-from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import measuring, strategies
+
+from reportfarm import loops, renderer_api
+from reportfarm_bench import documents as documenting
+from reportfarm_bench import measuring, strategies
 
 PIN = "pin"
 CEILING = "ceiling"

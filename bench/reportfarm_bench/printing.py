@@ -1,4 +1,4 @@
-"""``reportfarm bench-print``: the print path's factors, each against today's, in one run.
+"""``reportfarm bench print``: the print path's factors, each against today's, in one run.
 
 Every variant is the ceiling's print path (a warm page per lane, JavaScript off, printing
 pre-rendered HTML: ``set_content`` and ``pdf``, nothing else) with one factor changed:
@@ -15,7 +15,7 @@ switches (``BASE_ARGS`` and ``STABILITY_ARGS``) on the launcher's Chromium (the 
 installed); ``today +headless-shell`` is today's with only the binary changed. Every other
 variant runs the launcher's Chromium.
 Both run in every round, so each ratio compares numbers measured side by side. Rounds
-interleave the variants (forward, then backward) as ``reportfarm bench`` does.
+interleave the variants (forward, then backward) as ``reportfarm bench strategies`` does.
 
 Memory is the PSS of each variant's browser process trees, sampled after every chunk (the peak
 is kept), so PDFs/s per GiB is throughput over the memory it held at its largest.
@@ -32,11 +32,11 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from playwright.async_api import Browser, Page
-
 from reportfarm_renderer import browser, settings
-from reportfarm_renderer.benchmarking import footprint, measuring, strategies
-from reportfarm_renderer.benchmarking.documents import Document
-from reportfarm_renderer.benchmarking.strategies import Lab
+
+from reportfarm_bench import footprint, measuring, strategies
+from reportfarm_bench.documents import Document
+from reportfarm_bench.strategies import Lab
 
 TODAY_ARGS = (*strategies.TODAY_ARGS, "--disable-site-isolation-trials")
 """The launch flags of the print path before this sweep (BASE_ARGS + STABILITY_ARGS then), kept

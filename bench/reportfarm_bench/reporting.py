@@ -12,8 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reportfarm_renderer.benchmarking import cpu
-from reportfarm_renderer.benchmarking.strategies import STRATEGIES
+from reportfarm_bench import cpu
+from reportfarm_bench.strategies import STRATEGIES
 
 Report = dict[str, Any]
 
@@ -135,7 +135,7 @@ def show(report: Report, console: Console) -> None:
     )
     _show_cpu(report, console)
     if report.get("finishing"):
-        from reportfarm_renderer.benchmarking import finishing
+        from reportfarm_bench import finishing
 
         console.print(finishing.table(report["finishing"]))
     checks = Table(title="ratios (one run, same machine: these are what we report)")

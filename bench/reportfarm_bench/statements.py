@@ -1,7 +1,7 @@
 """Data for the month-end statement example (``examples/templates/statement.html``) of any size.
 
 The statement's page count follows its number of lines, so one template gives the 2-, 50- and
-500-page documents of ``reportfarm bench-pages``. The data is made up but deterministic (a seeded
+500-page documents of ``reportfarm bench pages``. The data is made up but deterministic (a seeded
 generator), so every run prints the same documents.
 """
 

@@ -32,12 +32,12 @@ import functools
 from collections.abc import AsyncIterator, Callable
 
 from playwright.async_api import Browser, Page
-
 from reportfarm_renderer import browser, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.benchmarking.documents import Document
-from reportfarm_renderer.benchmarking.measuring import Job
 from reportfarm_renderer.settings import RendererSettings
+
+from reportfarm_bench.documents import Document
+from reportfarm_bench.measuring import Job
 
 TODAY_ARGS = (
     "--no-sandbox",

@@ -1,5 +1,5 @@
-"""``bench-sync``'s report: the table by concurrency, the ratios against Gotenberg, the targets'
-verdicts, the idle farm's requests, and the plot."""
+"""``reportfarm bench sync``'s report: the table by concurrency, the ratios against Gotenberg, the
+targets' verdicts, the idle farm's requests, and the plot."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reportfarm.quantiles import quantile
-from reportfarm_renderer.benchmarking import footprint, measuring, reporting
+from reportfarm_bench import footprint, measuring, reporting
 
 Side = str
 

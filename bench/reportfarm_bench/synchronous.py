@@ -1,5 +1,5 @@
 """The synchronous path as a client meets it: our gateway in front of a renderer and the storage,
-each its own process, called over HTTP as Gotenberg is (``bench-sync``).
+each its own process, called over HTTP as Gotenberg is (``reportfarm bench sync``).
 
 - :func:`our_path`: Azurite (the storage emulator), a ``reportfarm worker`` process with the
   production settings (:func:`.end_to_end.worker_process`) and a ``reportfarm gateway`` process,
@@ -30,8 +30,8 @@ import aiohttp
 
 from reportfarm import azurite
 from reportfarm.client import ReportFarmClient
-from reportfarm_renderer.benchmarking import end_to_end, footprint
-from reportfarm_renderer.benchmarking.documents import Document
+from reportfarm_bench import end_to_end, footprint
+from reportfarm_bench.documents import Document
 
 TENANT, TOKEN = "bench", "bench-token"
 WAIT_S = 120.0

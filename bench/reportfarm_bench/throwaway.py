@@ -1,7 +1,7 @@
 """A throwaway self-signed certificate, written as a ``kubernetes.io/tls`` Secret is mounted.
 
 Nothing in the farm's own path uses it: the benchmark's stand-in signing key
-(:func:`reportfarm_renderer.benchmarking.finishing.throwaway_signer`) and the tests' loopback
+(:func:`reportfarm_bench.finishing.throwaway_signer`) and the tests' loopback
 HTTPS certificate are made with it.
 """
 
@@ -14,8 +14,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
-
-from .keys import CERT_FILE, KEY_FILE
+from reportfarm_renderer.finishing import keys
 
 
 def self_signed(
@@ -41,7 +40,7 @@ def self_signed(
     for extension, critical in extensions:
         builder = builder.add_extension(extension, critical=critical)
     certificate = builder.sign(key, hashes.SHA256())
-    cert_path, key_path = folder / CERT_FILE, folder / KEY_FILE
+    cert_path, key_path = folder / keys.CERT_FILE, folder / keys.KEY_FILE
     cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(

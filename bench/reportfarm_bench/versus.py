@@ -1,4 +1,4 @@
-"""``bench-gotenberg``'s report: one JSON-able dict, shown as tables and drawn as a PNG.
+"""``reportfarm bench gotenberg``'s report: one JSON-able dict, shown as tables and drawn as a PNG.
 
 Its sides: one or more Gotenbergs (HTTP round trip), each given its own Chromium (``gotenberg``:
 the same binary as ours; ``gotenberg_full``: Debian's full ``chromium``, as Gotenberg's image
@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reportfarm_renderer.benchmarking import reporting
+from reportfarm_bench import reporting
 
 Report = dict[str, Any]
 
