@@ -27,7 +27,10 @@ class Benchmark:
 
 
 BENCHMARKS = (
-    Benchmark(name="strategies", summary="render strategies side by side (also finishing's cost)"),
+    Benchmark(
+        name="strategies",
+        summary="five ways to print, side by side, and the whole path through the queue",
+    ),
     Benchmark(name="gotenberg", summary="the same documents through Gotenberg and through us"),
     Benchmark(
         name="sync", summary="a client waiting on POST /v1/reports vs on Gotenberg (same Chromium)"
