@@ -48,7 +48,7 @@ def _rules() -> Path | None:
 
 RULES = _rules()
 
-INVOICE_XML = Path(__file__).resolve().parents[3] / "examples" / "data" / "invoice.factur-x.xml"
+INVOICE_XML = Path(__file__).resolve().parents[2] / "examples" / "data" / "invoice.factur-x.xml"
 """The example invoice's Factur-X XML: the ``facturx`` row is measured on the invoice only."""
 JOB = "bench-finish"
 ATTACHMENT = "data.json"
