@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="finish every PDF as FILE.json says: metadata, pdfa, attachments, facturx, sign, "
-        "watermark, permissions (README: Documents people must keep)",
+        "watermark, permissions (docs/finishing/index.md)",
     )
     submit.add_argument(
         "--file",

@@ -112,7 +112,7 @@ class PoolSpec:
     pod_start_s: float = 20.0
     """Seconds from a new pod's creation to its first render (schedule, pull, Chromium). No pod
     is started for a backlog the ready pods clear within this time. On an idle real node a pod
-    with its image cached reaches its first receive in 2.1-3.4 s (README "Pods that start fast"),
+    with its image cached reaches its first receive in 2.1-3.4 s (docs/node/pod-start.md),
     but under a burst and with a pull it took ~20 s, which the simulator's cluster also uses
     (``simulate.latencies``); the policy keeps 20 s until the start under load is measured."""
     render_smoothing_renders: float = 20.0

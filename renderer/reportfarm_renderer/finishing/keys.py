@@ -42,7 +42,7 @@ def require(signer: Loaded | None, folder: Path | None = None) -> Loaded:
     (permanent), saying where the key was looked for when ``folder`` is given."""
     if signer is None:
         where = f"no {KEY_FILE} in {folder}; " if folder is not None else ""
-        raise FinishError(f"this farm has no signing key ({where}see README: Signed PDFs)")
+        raise FinishError(f"this farm has no signing key ({where}see docs/finishing/signing.md)")
     return signer
 
 
