@@ -401,21 +401,58 @@ def deletion_costs(
     """
     oldest = oldest_s_by_pod or {}
 
-    def remaining(name: str) -> float:
-        age = oldest.get(name)
-        if not age:  # no job running, or a renderer too old to say
-            return 0.0
-        return max((render_s or 0.0) - age, age)
-
     def load(name: str) -> tuple[float, float, float, str]:
         busy = busy_by_pod[name]
         if busy is None:
             return (math.inf, math.inf, math.inf, name)
-        left = remaining(name) if busy else 0.0
+        left = expected_left_s(oldest.get(name), render_s=render_s) if busy else 0.0
         outlives = 1.0 if drain_s is not None and left > drain_s else 0.0
         return (outlives, busy, left, name)
 
     return {name: rank for rank, name in enumerate(sorted(busy_by_pod, key=load))}
+
+
+def expected_left_s(age_s: float | None, *, render_s: float | None) -> float:
+    """The expected remaining time of a job that has run ``age_s`` (None or 0: no job): the rest
+    of the mean render time while it is younger, as long again as it has run once older."""
+    if not age_s:
+        return 0.0
+    return max((render_s or 0.0) - age_s, age_s)
+
+
+def outliving(
+    busy_by_pod: Mapping[str, int | None],
+    *,
+    oldest_s_by_pod: Mapping[str, float | None],
+    render_s: float | None,
+    drain_s: float,
+) -> int:
+    """Pods whose longest-running job is expected to outlive a drain of ``drain_s`` (unknown
+    load: not counted, nothing is known to be lost)."""
+    return sum(
+        1
+        for name, busy in busy_by_pod.items()
+        if busy and expected_left_s(oldest_s_by_pod.get(name), render_s=render_s) > drain_s
+    )
+
+
+def held_for_jobs(decision: Decision, *, current: int, outliving: int) -> Decision:
+    """``decision`` with its scale-down stopped short of the ``outliving`` pods (whose running
+    jobs a drain would interrupt: they stay, ranked last to delete by :func:`deletion_costs`,
+    until their jobs end or near their end). Costs the pod-seconds of those jobs' own end and
+    saves running them again elsewhere. A scale-up or a scale-down that spares them is as is."""
+    kept = min(current, outliving)
+    if decision.replicas >= current or decision.replicas >= kept:
+        return decision
+    return dataclasses.replace(
+        decision,
+        replicas=kept,
+        message=(
+            f"{decision.message}; {kept - decision.replicas} pod(s) kept until their running "
+            "jobs end (a drain would interrupt them)"
+        ),
+        state=dataclasses.replace(decision.state, replicas=kept),
+    )
 
 
 def decide(observation: Observation, spec: PoolSpec, state: State | None = None) -> Decision:

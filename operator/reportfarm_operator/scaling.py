@@ -144,6 +144,18 @@ async def scale(
     )
     replicas = int(deployment.get("spec", {}).get("replicas", 0))
     if decision.replicas < replicas:
+        answered = {n: load for n, load in loads.items() if isinstance(load, observing.PodLoad)}
+        decision = policy.held_for_jobs(
+            decision,
+            current=replicas,
+            outliving=policy.outliving(
+                {n: load.busy for n, load in answered.items()},
+                oldest_s_by_pod={n: load.oldest_s for n, load in answered.items()},
+                render_s=observation.mean_render_s,
+                drain_s=spec.drain_timeout_s,
+            ),
+        )
+    if decision.replicas < replicas:
         await mark_idlest(
             kube,
             namespace=namespace,

@@ -59,6 +59,17 @@ class PolicyController:
         )
         state = policy.State.from_dict(self.status)
         decision = policy.decide(observation, spec=self.spec, state=state)
+        if decision.replicas < farm.replicas and not blind:  # as the operator: jobs a drain
+            decision = policy.held_for_jobs(  # would interrupt keep their pods for now
+                decision,
+                current=farm.replicas,
+                outliving=policy.outliving(
+                    dict(farm.busy_by_pod(now)),
+                    oldest_s_by_pod=farm.oldest_by_pod(now),
+                    render_s=observation.mean_render_s,
+                    drain_s=farm.timings.drain_timeout_s,
+                ),
+            )
         self.status = decision.state.to_dict()
         self.reasons[decision.reason.value] = self.reasons.get(decision.reason.value, 0) + 1
         farm.resize(decision.browsers_per_pod, now=now)

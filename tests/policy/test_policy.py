@@ -526,3 +526,44 @@ def test_blind_adds_the_depth_growth() -> None:
     later = dataclasses.replace(seen, now=NOW + 10, queue_depth=41)  # + 2.1 jobs/s
     # 41 x 1 / 11 = 3.7, + 2.1 x 1 s = 5.8 browsers: growth is a physical rate, not a guess
     assert policy.decide(later, pool, memory).required_browsers == 6
+
+
+def _scale_down_to(replicas: int) -> policy.Decision:
+    return policy.Decision(
+        replicas=replicas,
+        browsers_per_pod=2,
+        reason=policy.Reason.SCALE_DOWN,
+        message="scale down",
+        required_browsers=2 * replicas,
+        saturated=False,
+        state=policy.State(replicas=replicas),
+    )
+
+
+@pytest.mark.parametrize(
+    ("wanted", "current", "outliving", "kept"),
+    [
+        pytest.param(1, 4, 2, 2, id="two-long-jobs-keep-two-pods"),
+        pytest.param(3, 4, 2, 3, id="the-scale-down-spares-them-already"),
+        pytest.param(0, 4, 0, 0, id="nothing-would-be-interrupted"),
+        pytest.param(0, 2, 5, 2, id="never-more-than-there-are"),
+        pytest.param(5, 4, 3, 5, id="a-scale-up-is-as-is"),
+    ],
+)
+def test_a_scale_down_stops_short_of_the_pods_whose_jobs_a_drain_would_interrupt(
+    wanted: int, current: int, outliving: int, kept: int
+) -> None:
+    held = policy.held_for_jobs(_scale_down_to(wanted), current=current, outliving=outliving)
+    assert held.replicas == kept and held.state.replicas == kept
+    assert ("kept until their running jobs end" in held.message) == (kept != wanted)
+
+
+def test_outliving_counts_busy_pods_whose_oldest_job_is_expected_past_the_drain() -> None:
+    busy = {"idle": 0, "young": 1, "old": 2, "unknown": None, "silent": 1}
+    oldest = {"idle": 500.0, "young": 1.0, "old": 40.0, "unknown": 900.0, "silent": None}
+    # young: 2 s mean - 1 s = 1 s left; old: past the mean, 40 s more > 25 s; idle and unknown
+    # load and a renderer that does not say its oldest job: nothing known to be lost
+    assert policy.outliving(busy, oldest_s_by_pod=oldest, render_s=2.0, drain_s=25.0) == 1
+    assert policy.outliving(busy, oldest_s_by_pod=oldest, render_s=2.0, drain_s=60.0) == 0
+    # a job younger than a long mean is expected to need the rest of it
+    assert policy.outliving({"a": 1}, oldest_s_by_pod={"a": 5.0}, render_s=90.0, drain_s=25) == 1
