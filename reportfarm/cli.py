@@ -15,6 +15,10 @@ _NAME_HELP = (
     "PDF file names: {template}, {job_id}, {index}, {data.FIELD...}, e.g. "
     "'{template}-{data.student.name}'; a missing field becomes the job id"
 )
+_NO_BENCH = (
+    "error: the benchmarks are not installed here (no image ships them): run `reportfarm bench` "
+    "in a checkout of the repository (bash scripts/bootstrap.sh)"
+)
 _UP_NAME = "'{template}-{data.student.name}' for the examples, else '{template}-{job_id}'"
 
 
@@ -53,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="finish every PDF as FILE.json says: metadata, pdfa, attachments, facturx, sign, "
-        "watermark, permissions (README: Documents people must keep)",
+        "watermark, permissions (docs/finishing/index.md)",
     )
     submit.add_argument(
         "--file",
@@ -102,97 +106,6 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("--data", type=Path, required=True, help="a .json data object")
     preview.add_argument("--out", type=Path, help="the PDF (default: out/<template>.pdf)")
 
-    bench = sub.add_parser("bench", help="benchmark render strategies side by side")
-    bench.add_argument("--json", action="store_true", help="print JSON")
-    bench.add_argument("--jobs", type=int, default=60, help="documents per strategy")
-    bench.add_argument("--pool-size", type=int, default=2, help="browsers per pool")
-    bench.add_argument("--plot", type=Path, default=Path("out/bench.png"), help="PNG plot path")
-    bench.add_argument(
-        "--samples", type=Path, default=None, help="folder for one PDF per strategy (optional)"
-    )
-
-    versus = sub.add_parser(
-        "bench-gotenberg", help="benchmark: the same documents through Gotenberg and through us"
-    )
-    where = versus.add_mutually_exclusive_group(required=True)
-    where.add_argument(
-        "--gotenberg-bin", type=Path, help="a binary from scripts/gotenberg/build.sh: started here"
-    )
-    where.add_argument("--gotenberg-url", help="a running Gotenberg (same concurrency, please)")
-    versus.add_argument(
-        "--gotenberg-pid", type=int, help="with --gotenberg-url: its root pid, to sample memory"
-    )
-    versus.add_argument(
-        "--gotenberg-chromium",
-        metavar="WHICH[,WHICH]",
-        help="with --gotenberg-bin: the Chromium each Gotenberg side is given, one Gotenberg per "
-        "entry: 'same' (the binary our pool runs: side gotenberg), 'image' (Debian's full "
-        "chromium on PATH, as Gotenberg's image runs it: side gotenberg_full) or a path "
-        "(default: same,image)",
-    )
-    versus.add_argument("--json", action="store_true", help="print JSON")
-    versus.add_argument("--jobs", type=int, default=60, help="documents per side")
-    versus.add_argument("--pool-size", type=int, default=2, help="our browsers = its tabs")
-    versus.add_argument(
-        "--plot", type=Path, default=Path("out/bench-gotenberg.png"), help="PNG plot path"
-    )
-    versus.add_argument("--samples", type=Path, default=None, help="folder for one PDF per side")
-
-    synchronous = sub.add_parser(
-        "bench-sync",
-        help="benchmark: a client waiting on POST /v1/reports vs on Gotenberg (same Chromium)",
-    )
-    synchronous.add_argument(
-        "--gotenberg-bin", type=Path, required=True, help="a binary from scripts/gotenberg/build.sh"
-    )
-    synchronous.add_argument(
-        "--concurrency", default="1,2,8,20", help="concurrent requests, comma-separated"
-    )
-    synchronous.add_argument("--jobs", type=int, default=24, help="documents per chunk (>= 2x c)")
-    synchronous.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    synchronous.add_argument(
-        "--pool-size", type=int, default=1, help="our browsers (Gotenberg runs one)"
-    )
-    synchronous.add_argument(
-        "--pages-per-browser", type=int, default=2, help="our pages per browser (its tabs: all)"
-    )
-    synchronous.add_argument(
-        "--polling", action="store_true", help="also the gateway path without the hints"
-    )
-    synchronous.add_argument(
-        "--idle-s", type=float, default=0.0, help="then count an idle farm's storage requests"
-    )
-    synchronous.add_argument("--json", action="store_true", help="print JSON")
-    synchronous.add_argument(
-        "--plot", type=Path, default=Path("out/bench-sync.png"), help="PNG plot path"
-    )
-
-    finish_bench = sub.add_parser(
-        "bench-finish", help="what each finishing option (PDF/A, signing...) costs, x the print"
-    )
-    finish_bench.add_argument("--json", action="store_true", help="print JSON")
-    finish_bench.add_argument(
-        "--repeats", type=int, default=3, help="timed runs per option and document (median)"
-    )
-
-    printing = sub.add_parser(
-        "bench-print", help="benchmark the print path: pool shapes, Chromium flags, loading"
-    )
-    printing.add_argument("--json", action="store_true", help="print JSON")
-    printing.add_argument("--jobs", type=int, default=40, help="documents per variant")
-    printing.add_argument(
-        "--shapes", default="1x2,1x3,2x2", help="BROWSERSxPAGES list (today, 2x1, always runs)"
-    )
-    printing.add_argument("--flags", default="", help="flag names to try, comma-separated")
-    printing.add_argument("--flag-shape", default="2x1", help="the shape flags are tried on")
-    printing.add_argument(
-        "--with", dest="with_flags", default="", help="flag names every variant but today gets"
-    )
-    printing.add_argument("--loading", default="", help="set_content wait_until values to try")
-    printing.add_argument(
-        "--plot", type=Path, default=Path("out/bench-print.png"), help="PNG plot path"
-    )
-
     gateway = sub.add_parser("gateway", help="the HTTP gateway and the webhook dispatcher")
     gateway.add_argument("--port", type=int, help="HTTP port (REPORTFARM_GATEWAY_PORT, 8000)")
 
@@ -215,74 +128,13 @@ def _parser() -> argparse.ArgumentParser:
         "--name", default="{job_id}", help=_NAME_HELP + " (default: '{job_id}')"
     )
 
-    lanes = sub.add_parser(
-        "bench-lanes", help="benchmark: interactive latency on an idle farm vs beside a batch"
-    )
-    lanes.add_argument("--bulk", type=int, default=2000, help="items in the bulk batch")
-    lanes.add_argument("--interactive", type=int, default=20, help="concurrent interactive")
-    lanes.add_argument("--rounds", type=int, default=3, help="rounds of interactive requests")
-    lanes.add_argument("--pool-size", type=int, default=2, help="browsers in the renderer")
-    lanes.add_argument("--json", action="store_true", help="print JSON")
-
-    pages = sub.add_parser(
-        "bench-pages", help="benchmark: a statement of 2, 50 and 500 pages, memory and time"
-    )
-    pages.add_argument(
-        "--pages",
-        type=lambda text: [int(size) for size in text.split(",")],
-        default=[2, 50, 500],
-        help="comma-separated page counts (default 2,50,500)",
-    )
-    pages.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
-    pages.add_argument("--repeat", type=int, default=3, help="prints per round, smaller sizes")
-    pages.add_argument("--json", action="store_true", help="print JSON")
-    pages.add_argument(
-        "--plot", type=Path, default=Path("out/bench-pages.png"), help="PNG plot path"
-    )
-
-    pod = sub.add_parser(
-        "bench-pod",
-        help="benchmark: end to end against the ceiling on one pod's CPUs (storage elsewhere)",
-    )
-    pod.add_argument("--jobs", type=int, default=100, help="documents a side")
-    pod.add_argument("--pool-size", type=int, default=2, help="browsers in the pod")
-    pod.add_argument(
-        "--pod-cpus", type=int, default=None, help="CPUs the pod gets (default: half of them)"
-    )
-    pod.add_argument("--json", action="store_true", help="print JSON")
-    pod.add_argument("--plot", type=Path, default=Path("out/bench-pod.png"), help="PNG plot path")
-
-    einvoicing = sub.add_parser(
-        "bench-einvoice",
-        help="benchmark: signed PDF/A-3 Factur-X invoices vs plain prints, through the queue",
-    )
-    einvoicing.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    einvoicing.add_argument("--chunk", type=int, default=16, help="jobs of each kind a round")
-    einvoicing.add_argument(
-        "--pod-cpus", type=int, default=2, help="the pod's CPUs and browsers (pinned if fewer)"
-    )
-    einvoicing.add_argument(
-        "--signatures",
-        action="store_true",
-        help="instead: signatures (none, invisible, visible) on a light and a heavy document",
-    )
-    einvoicing.add_argument(
-        "--tsa",
-        action="store_true",
-        help="signatures are PAdES B-T, timestamped by a loopback authority (or --tsa-url)",
-    )
-    einvoicing.add_argument("--tsa-url", default=None, help="a timestamp authority of your own")
-    einvoicing.add_argument(
-        "--finishing-processes",
-        type=int,
-        default=None,
-        help="the renderer's finishing processes (default: its CPUs; 0: a thread, as before)",
-    )
-    einvoicing.add_argument("--json", action="store_true", help="print JSON")
-
     sub.add_parser("operator", help="run the ReportPool operator (kopf); --help for its options")
     simulate = sub.add_parser("simulate", help="replay a trace through our policy and KEDA+HPA")
     simulate.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    bench = sub.add_parser(
+        "bench", help="the benchmarks: `reportfarm bench --list`, `reportfarm bench NAME --help`"
+    )
+    bench.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
 
@@ -320,6 +172,15 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
         from reportfarm.simulate.cli import main as simulate_main
 
         return simulate_main(argv[1:])
+    if argv[:1] == ["bench"]:  # its own parser: one per benchmark, imported when it runs
+        try:
+            from reportfarm_bench import commands
+        except ModuleNotFoundError as error:  # an image: none ships the benchmarks
+            if error.name != "reportfarm_bench":
+                raise
+            print(_NO_BENCH, file=sys.stderr)
+            return 2
+        return commands.main(argv[1:])
     args = _parser().parse_args(argv)
     from reportfarm import logs
 
@@ -386,121 +247,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
         return preview.main(
             templates=args.templates, template=args.template, data=args.data, out=args.out
         )
-    if args.command == "bench":
-        from reportfarm_renderer import bench
-
-        return bench.main(
-            as_json=args.json,
-            jobs=args.jobs,
-            pool_size=args.pool_size,
-            plot=args.plot,
-            samples=args.samples,
-        )
-    if args.command == "bench-gotenberg":
-        from reportfarm_renderer import bench_gotenberg
-
-        return bench_gotenberg.main(
-            as_json=args.json,
-            jobs=args.jobs,
-            pool_size=args.pool_size,
-            target=bench_gotenberg.Target(
-                binary=args.gotenberg_bin, url=args.gotenberg_url, pid=args.gotenberg_pid
-            ),
-            plot=args.plot,
-            samples=args.samples,
-            gotenberg_chromium=args.gotenberg_chromium,
-        )
-    if args.command == "bench-sync":
-        from reportfarm_renderer import bench_sync
-
-        try:
-            levels = [int(word) for word in args.concurrency.split(",") if word.strip()]
-        except ValueError:
-            print("bench-sync: --concurrency takes whole numbers, comma-separated", file=sys.stderr)
-            return 2
-        return bench_sync.main(
-            as_json=args.json,
-            gotenberg_bin=args.gotenberg_bin,
-            concurrencies=levels,
-            jobs=args.jobs,
-            rounds=args.rounds,
-            pool_size=args.pool_size,
-            polling=args.polling,
-            plot_path=args.plot,
-            idle_s=args.idle_s,
-            pages_per_browser=args.pages_per_browser,
-        )
-    if args.command == "bench-finish":
-        from reportfarm_renderer import bench_finish
-
-        return bench_finish.main(as_json=args.json, repeats=args.repeats)
-    if args.command == "bench-einvoice":
-        from reportfarm_renderer import bench_einvoice
-
-        return bench_einvoice.main(
-            as_json=args.json,
-            rounds=args.rounds,
-            chunk=args.chunk,
-            pod_cpus=args.pod_cpus,
-            signatures=args.signatures,
-            tsa=args.tsa or args.tsa_url is not None,
-            tsa_url=args.tsa_url,
-            finishing_processes=args.finishing_processes,
-        )
-    if args.command == "bench-pod":
-        from reportfarm_renderer import bench_pod
-
-        return bench_pod.main(
-            as_json=args.json,
-            jobs=args.jobs,
-            pool_size=args.pool_size,
-            pod_cpus=args.pod_cpus,
-            plot_path=args.plot,
-        )
-    if args.command == "bench-print":
-        from reportfarm_renderer import bench_print
-
-        return bench_print.main(
-            as_json=args.json,
-            jobs=args.jobs,
-            shapes=_names(args.shapes),
-            flags=_names(args.flags),
-            flag_shape=args.flag_shape,
-            with_flags=_names(args.with_flags),
-            loading=_names(args.loading),
-            plot_path=args.plot,
-        )
     if args.command == "gateway":
         from reportfarm_gateway import app
 
         return app.main(port=args.port)
     if args.command == "batch":
         return _batch(args)
-    if args.command == "bench-pages":
-        from reportfarm_renderer.benchmarking import pages as pages_bench
-
-        return pages_bench.main(
-            sizes=args.pages,
-            rounds=args.rounds,
-            repeat=args.repeat,
-            as_json=args.json,
-            plot=args.plot,
-        )
-    if args.command == "bench-lanes":
-        # A renderer and the gateway in one process: the renderer's benchmark gets the gateway
-        # from here, the composition root (the services never import each other).
-        from reportfarm_gateway.app import create_app
-        from reportfarm_gateway.settings import GatewaySettings
-        from reportfarm_renderer.benchmarking import lanes as lanes_bench
-
-        return lanes_bench.main(
-            gateway_app=lambda **fields: create_app(GatewaySettings(**fields)),
-            bulk=args.bulk,
-            interactive=args.interactive,
-            rounds=args.rounds,
-            pool_size=args.pool_size,
-            as_json=args.json,
-        )
     raise AssertionError(args.command)
 
 
@@ -516,11 +268,6 @@ def _batch(args: argparse.Namespace) -> int:
     return batch_commands.download_main(
         args.batch_id, out=args.out, merge=args.merge, name=args.name
     )
-
-
-def _names(text: str) -> list[str]:
-    """A comma-separated option as a list, blanks dropped."""
-    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 if __name__ == "__main__":

@@ -211,7 +211,7 @@ class PdfOptions:
     """A template's CSS ``@page`` size wins over the format."""
     tagged: bool = False
     """A tagged PDF (structure tree from the HTML: headings, tables, lists, alt text), which
-    screen readers navigate; see README "Documents people must keep"."""
+    screen readers navigate; see docs/finishing/index.md."""
     outline: bool = False
     """A document outline (bookmarks) from the headings."""
 

@@ -112,7 +112,7 @@ class PoolSpec:
     pod_start_s: float = 20.0
     """Seconds from a new pod's creation to its first render (schedule, pull, Chromium). No pod
     is started for a backlog the ready pods clear within this time. On an idle real node a pod
-    with its image cached reaches its first receive in 2.1-3.4 s (README "Pods that start fast"),
+    with its image cached reaches its first receive in 2.1-3.4 s (docs/node/pod-start.md),
     but under a burst and with a pull it took ~20 s, which the simulator's cluster also uses
     (``simulate.latencies``); the policy keeps 20 s until the start under load is measured."""
     render_smoothing_renders: float = 20.0
@@ -374,20 +374,85 @@ def _drain_browsers(
     )
 
 
-def deletion_costs(busy_by_pod: Mapping[str, int | None]) -> dict[str, int]:
+def deletion_costs(
+    busy_by_pod: Mapping[str, int | None],
+    *,
+    oldest_s_by_pod: Mapping[str, float | None] | None = None,
+    render_s: float | None = None,
+    drain_s: float | None = None,
+) -> dict[str, int]:
     """
-    ``controller.kubernetes.io/pod-deletion-cost`` values: the idlest pods get the lowest cost.
+    ``controller.kubernetes.io/pod-deletion-cost`` values: the pods that lose least by a drain
+    get the lowest cost.
 
     The ReplicaSet deletes lower-cost pods first (best effort), so annotate before lowering
-    replicas. Costs are ranks 0..n-1 ordered by busy browsers then name (deterministic, no ties);
-    a pod whose load is unknown (None) is treated as the busiest and spared.
-    """
+    replicas. Costs are ranks 0..n-1 (deterministic, no ties) ordered by:
 
-    def load(name: str) -> tuple[float, str]:
+    1. whether the pod's longest-running job is expected to outlive its drain (``drain_s``, the
+       renderer's drain timeout): such a pod is spared while another will do, since its job would
+       be interrupted and run again elsewhere;
+    2. busy browsers (a busy pod's jobs finish while it drains, but it stops taking new ones);
+    3. the expected remaining time of its longest-running job; then the name.
+
+    A job that has run ``a`` seconds is expected to need ``render_s - a`` more while it is younger
+    than the mean render time, and as long again as it has run once it is older (a job past the
+    mean is a long one; for a heavy tail, Pareto of shape 2, the expected remainder is its age).
+    A pod whose load is unknown (None) is treated as the busiest and spared.
+    """
+    oldest = oldest_s_by_pod or {}
+
+    def load(name: str) -> tuple[float, float, float, str]:
         busy = busy_by_pod[name]
-        return (math.inf if busy is None else busy, name)
+        if busy is None:
+            return (math.inf, math.inf, math.inf, name)
+        left = expected_left_s(oldest.get(name), render_s=render_s) if busy else 0.0
+        outlives = 1.0 if drain_s is not None and left > drain_s else 0.0
+        return (outlives, busy, left, name)
 
     return {name: rank for rank, name in enumerate(sorted(busy_by_pod, key=load))}
+
+
+def expected_left_s(age_s: float | None, *, render_s: float | None) -> float:
+    """The expected remaining time of a job that has run ``age_s`` (None or 0: no job): the rest
+    of the mean render time while it is younger, as long again as it has run once older."""
+    if not age_s:
+        return 0.0
+    return max((render_s or 0.0) - age_s, age_s)
+
+
+def outliving(
+    busy_by_pod: Mapping[str, int | None],
+    *,
+    oldest_s_by_pod: Mapping[str, float | None],
+    render_s: float | None,
+    drain_s: float,
+) -> int:
+    """Pods whose longest-running job is expected to outlive a drain of ``drain_s`` (unknown
+    load: not counted, nothing is known to be lost)."""
+    return sum(
+        1
+        for name, busy in busy_by_pod.items()
+        if busy and expected_left_s(oldest_s_by_pod.get(name), render_s=render_s) > drain_s
+    )
+
+
+def held_for_jobs(decision: Decision, *, current: int, outliving: int) -> Decision:
+    """``decision`` with its scale-down stopped short of the ``outliving`` pods (whose running
+    jobs a drain would interrupt: they stay, ranked last to delete by :func:`deletion_costs`,
+    until their jobs end or near their end). Costs the pod-seconds of those jobs' own end and
+    saves running them again elsewhere. A scale-up or a scale-down that spares them is as is."""
+    kept = min(current, outliving)
+    if decision.replicas >= current or decision.replicas >= kept:
+        return decision
+    return dataclasses.replace(
+        decision,
+        replicas=kept,
+        message=(
+            f"{decision.message}; {kept - decision.replicas} pod(s) kept until their running "
+            "jobs end (a drain would interrupt them)"
+        ),
+        state=dataclasses.replace(decision.state, replicas=kept),
+    )
 
 
 def decide(observation: Observation, spec: PoolSpec, state: State | None = None) -> Decision:

@@ -8,9 +8,9 @@ pool is resized, and the metrics the scaling loop reads.
   ``reportfarm.settings`` and ``reportfarm.logs``.
 - HTTP: :data:`PORT`; ``GET`` :data:`HEALTHZ_PATH`, :data:`READYZ_PATH`, :data:`METRICS_PATH`;
   ``PUT`` :data:`POOL_PATH` with :func:`pool_body` (read back by :func:`parse_pool_body`).
-- Metrics the operator reads: :data:`POOL_SIZE_METRIC`, :data:`POOL_BUSY_METRIC` and the
-  :data:`RENDER_STAGE` series of :data:`STAGE_SECONDS_METRIC` (and :data:`JOBS_METRIC`, which
-  ``reportfarm status --watch`` reads).
+- Metrics the operator reads: :data:`POOL_SIZE_METRIC`, :data:`POOL_BUSY_METRIC`,
+  :data:`OLDEST_JOB_METRIC` and the :data:`RENDER_STAGE` series of :data:`STAGE_SECONDS_METRIC`
+  (and :data:`JOBS_METRIC`, which ``reportfarm status --watch`` reads).
 
 Both sides import this module; neither spells these names itself.
 """
@@ -47,6 +47,9 @@ STAGE_SECONDS_METRIC = "reportfarm_stage_duration_seconds"
 """Histogram of each job stage's duration, label ``stage``."""
 RENDER_STAGE = "pdf_generation"
 """The stage whose mean duration is the render time the policy sizes from."""
+OLDEST_JOB_METRIC = "reportfarm_job_oldest_running_seconds"
+"""Gauge: seconds the longest-running job of this renderer has run (0: none). The operator spares
+a pod whose job would outlive its drain when it picks scale-down victims."""
 JOBS_METRIC = "reportfarm_jobs"
 """Counter of jobs ended, label ``outcome``; ``reportfarm status --watch`` reads it."""
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Where (c) reportfarm's CPU per PDF goes beyond (d) the ceiling's, by process, in one run.
 
-    PYTHONPATH=.:renderer:operator:gateway python scripts/bench_overhead.py [--rounds 10]
+    PYTHONPATH=.:renderer:operator:gateway:bench python scripts/bench_overhead.py [--rounds 10]
         [--per-round 20] [--pool-size 2]
 
 Variants, each with browsers of its own, interleaved in rounds (forward, then backward), every
 chunk a closed loop of ``--per-round`` example documents on ``--pool-size`` lanes:
 
-- ``ceiling``: ``reportfarm bench``'s (d): warm pages, ``set_content`` and ``page.pdf``;
+- ``ceiling``: ``reportfarm bench strategies``'s (d): warm pages, ``set_content`` and ``page.pdf``;
 - ``reportfarm``: its (c): our pool, the guard, the template rendered per job;
 - ``pool_no_template``: the same pool printing the pre-rendered HTML (what the template costs);
 - ``pool_no_memory``: (c) with the pool's memory check after the first job turned off (what the
@@ -37,10 +37,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from reportfarm_bench import documents as documenting
+from reportfarm_bench import measuring, strategies
 from reportfarm_renderer import browser
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.benchmarking import documents as documenting
-from reportfarm_renderer.benchmarking import measuring, strategies
 
 from reportfarm import loops
 

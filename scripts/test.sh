@@ -144,7 +144,7 @@ fi
 step ruff bash -c 'python -m ruff check . && python -m ruff format --check .'
 step mypy python -m mypy
 # The layers (pyproject's [tool.importlinter]): this tree's packages, not whatever is installed.
-step import-linter env PYTHONPATH=".:renderer:operator:gateway" lint-imports --no-cache
+step import-linter env PYTHONPATH=".:renderer:operator:gateway:bench" lint-imports --no-cache
 # The documentation site (mkdocs.yml, docs/): a broken link or anchor, or an alert whose runbook
 # page or runbook_url is wrong, fails the build. Offline, a few seconds; the site is thrown away.
 docs_build() {

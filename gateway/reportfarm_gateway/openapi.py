@@ -158,7 +158,7 @@ def _finish_schemas() -> dict[str, Any]:
             description=(
                 "What the PDF must be when it leaves: metadata, PDF/A, attached files, "
                 "Factur-X, a signature by the farm's key, a watermark, permissions "
-                "(README: Documents people must keep)."
+                "(docs/finishing/index.md)."
             ),
         ),
     }

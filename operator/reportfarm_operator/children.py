@@ -141,7 +141,7 @@ def renderer_container(spec: specs.ReportPoolSpec) -> dict[str, Any]:
     ]
     if spec.signing_secret:
         # The renderer's default signing folder: no variable needed. It reads the key at start,
-        # so a renewed certificate takes a restart of the pods (README: Signed PDFs).
+        # so a renewed certificate takes a restart of the pods (docs/finishing/signing.md).
         mounts.append(
             {"name": SIGNING_VOLUME, "mountPath": renderer_api.SIGNING_DIR, "readOnly": True}
         )

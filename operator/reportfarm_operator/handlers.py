@@ -50,7 +50,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     )
     # No handler needs a finalizer. Earlier versions (with a kopf timer) put this one on every
     # pool: kopf removes a finalizer of this name when no handler requires it, so upgrading
-    # cleans them up. With the operator gone, remove it by hand (README: "Deleting a pool").
+    # cleans them up. With the operator gone, remove it by hand (docs/operator.md: "Deleting a
+    # pool").
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     # Reconnect watch streams every few minutes, so a silently dropped connection heals.
     settings.watching.server_timeout = 270

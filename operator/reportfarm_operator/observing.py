@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+import typing
 from collections.abc import Mapping
 
 import aiohttp
@@ -75,6 +76,8 @@ class PodLoad:
     lifetime_render_seconds: float = 0.0
     first_reading: bool = False
     """No previous reading of this pod: ``renders`` is its lifetime count, not the interval's."""
+    oldest_s: float | None = None
+    """Seconds its longest-running job has run (None: not said)."""
 
 
 def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
@@ -90,13 +93,26 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     return None
 
 
-def parse_metrics(text: str) -> tuple[int, int, float, float]:
-    """(pool size, busy browsers, render count, render seconds) from a renderer's /metrics."""
+class Reading(typing.NamedTuple):
+    """What the operator reads from one renderer's /metrics."""
+
+    size: int
+    busy: int
+    renders: float
+    """Render count (lifetime)."""
+    render_seconds: float
+    oldest_s: float | None
+    """Seconds its longest-running job has run (None: a renderer too old to say)."""
+
+
+def parse_metrics(text: str) -> Reading:
+    """Pool size, busy browsers, render count and seconds, the oldest job's age, from a
+    renderer's /metrics."""
     api = renderer_api
     values: dict[str, float] = {}
     for family in parser.text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name in (api.POOL_SIZE_METRIC, api.POOL_BUSY_METRIC):
+            if sample.name in (api.POOL_SIZE_METRIC, api.POOL_BUSY_METRIC, api.OLDEST_JOB_METRIC):
                 values[sample.name] = sample.value
             elif sample.labels.get("stage") == api.RENDER_STAGE and sample.name in (
                 f"{api.STAGE_SECONDS_METRIC}_count",
@@ -105,11 +121,12 @@ def parse_metrics(text: str) -> tuple[int, int, float, float]:
                 values[sample.name.rsplit("_", 1)[1]] = sample.value
     if api.POOL_SIZE_METRIC not in values or api.POOL_BUSY_METRIC not in values:
         raise ValueError(f"no {api.POOL_SIZE_METRIC} / {api.POOL_BUSY_METRIC} in /metrics")
-    return (
-        int(values[api.POOL_SIZE_METRIC]),
-        int(values[api.POOL_BUSY_METRIC]),
-        values.get("count", 0.0),
-        values.get("sum", 0.0),
+    return Reading(
+        size=int(values[api.POOL_SIZE_METRIC]),
+        busy=int(values[api.POOL_BUSY_METRIC]),
+        renders=values.get("count", 0.0),
+        render_seconds=values.get("sum", 0.0),
+        oldest_s=values.get(api.OLDEST_JOB_METRIC),
     )
 
 
@@ -191,23 +208,25 @@ class Observer:
             ) as response:
                 if response.status >= 300:
                     return f"/metrics answered HTTP {response.status}"
-                size, busy, count, seconds = parse_metrics(await response.text())
+                reading = parse_metrics(await response.text())
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             logger.debug("renderer %s did not answer /metrics: %s", ip, error)
             return self.pod_reason(error)
+        count, seconds = reading.renders, reading.render_seconds
         first = uid not in self._previous
         last_count, last_seconds, _ = self._previous.get(uid, (0.0, 0.0, now))
         if count < last_count:  # the renderer restarted: its counters too
             last_count, last_seconds = 0.0, 0.0
         self._previous[uid] = (count, seconds, now)
         return PodLoad(
-            size=size,
-            busy=busy,
+            size=reading.size,
+            busy=reading.busy,
             renders=count - last_count,
             render_seconds=seconds - last_seconds,
             lifetime_renders=count,
             lifetime_render_seconds=seconds,
             first_reading=first,
+            oldest_s=reading.oldest_s,
         )
 
     async def resize(self, ip: str, size: int, *, token: str | None) -> str | None:

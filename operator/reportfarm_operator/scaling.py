@@ -144,7 +144,26 @@ async def scale(
     )
     replicas = int(deployment.get("spec", {}).get("replicas", 0))
     if decision.replicas < replicas:
-        await mark_idlest(kube, namespace=namespace, pods=found, loads=loads)
+        answered = {n: load for n, load in loads.items() if isinstance(load, observing.PodLoad)}
+        decision = policy.held_for_jobs(
+            decision,
+            current=replicas,
+            outliving=policy.outliving(
+                {n: load.busy for n, load in answered.items()},
+                oldest_s_by_pod={n: load.oldest_s for n, load in answered.items()},
+                render_s=observation.mean_render_s,
+                drain_s=spec.drain_timeout_s,
+            ),
+        )
+    if decision.replicas < replicas:
+        await mark_idlest(
+            kube,
+            namespace=namespace,
+            pods=found,
+            loads=loads,
+            render_s=observation.mean_render_s,
+            drain_s=spec.drain_timeout_s,
+        )
     if decision.replicas != replicas:
         await kube.merge_patch(deployment_path, {"spec": {"replicas": decision.replicas}})
 
@@ -281,13 +300,17 @@ async def mark_idlest(
     namespace: str,
     pods: Sequence[Pod],
     loads: Loads,
+    render_s: float | None = None,
+    drain_s: float | None = None,
 ) -> None:
-    """Deletion costs from the policy's helper: the idlest pods first; unknown load is spared."""
-    busy = {
-        pod.name: load.busy if isinstance(load := loads.get(pod.name), observing.PodLoad) else None
-        for pod in pods
+    """Deletion costs from the policy's helper: a pod whose running job would outlive its drain
+    (``drain_s``) last, then the idlest first; unknown load is spared."""
+    answered = {
+        pod.name: load for pod in pods if isinstance(load := loads.get(pod.name), observing.PodLoad)
     }
-    costs = policy.deletion_costs(busy)
+    busy = {pod.name: load.busy if (load := answered.get(pod.name)) else None for pod in pods}
+    oldest = {name: load.oldest_s for name, load in answered.items()}
+    costs = policy.deletion_costs(busy, oldest_s_by_pod=oldest, render_s=render_s, drain_s=drain_s)
     for pod in pods:
         cost = str(costs[pod.name])
         if pod.deletion_cost == cost:

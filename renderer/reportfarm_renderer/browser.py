@@ -88,7 +88,7 @@ BASE_ARGS = (
 )
 """Flags that work headless, as root, in a container, and cut work a print never needs:
 ``--disable-software-rasterizer`` (no SwiftShader for a screen no one sees) printed 1.03-1.3x the
-PDFs/s with 2-24 % less memory in five runs of ``reportfarm bench-print``, the same PDFs pixel
+PDFs/s with 2-24 % less memory in five runs of ``reportfarm bench print``, the same PDFs pixel
 for pixel. Others (``--in-process-gpu``, ``--no-zygote``, font hinting, raster threads,
 ``--run-all-compositor-stages-before-draw``) changed nothing beyond noise: not kept."""
 MEMORY_ARGS = ("--no-zygote", "--enable-low-end-device-mode", "--in-process-gpu")
@@ -141,7 +141,7 @@ HEADLESS_SHELLS = ("chromium-headless-shell", "chrome-headless-shell")
 """Chromium's headless shell (Debian's ``chromium-headless-shell``): the same Blink, V8, Skia and
 print path as the full browser without its browser layer. Printing the example reports it made
 2x the PDFs/s at 0.73x the CPU time and 0.6x the memory of the full ``chromium --headless``
-(``reportfarm bench-print``), with the same pages, text and embedded fonts. It is also what
+(``reportfarm bench print``), with the same pages, text and embedded fonts. It is also what
 Playwright itself runs headless."""
 
 

@@ -48,6 +48,7 @@ class Lease:
     """The lane's queue the message came from (extend, delete and poison go back to it)."""
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     extended_at: float = dataclasses.field(default_factory=time.monotonic)
+    received_at: float = dataclasses.field(default_factory=time.monotonic)
     done: bool = False
     printed: bool = False
     """True once the job needs no browser any more (printed, or failed before or while

@@ -93,6 +93,11 @@ class RendererMetrics:
         self.in_flight = Gauge(
             "reportfarm_jobs_in_flight", "Jobs received and not yet finished.", registry=r
         )
+        self.oldest_job = Gauge(
+            renderer_api.OLDEST_JOB_METRIC,
+            "Seconds the longest-running job (received, not yet settled) has run; 0: none.",
+            registry=r,
+        )
         self.pool_size = Gauge(
             renderer_api.POOL_SIZE_METRIC, "Browsers the pool is asked to hold.", registry=r
         )

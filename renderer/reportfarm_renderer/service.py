@@ -21,7 +21,7 @@ from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
 from reportfarm_renderer import browser, http, lag, network, starting, templates
 from reportfarm_renderer import pool as pooling
-from reportfarm_renderer.finishing import keys, processes
+from reportfarm_renderer.finishing import keys, processes, signers
 from reportfarm_renderer.jobs import JobRunner
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
@@ -92,7 +92,7 @@ async def running(
         # stops the renderer here, with its reason, instead of failing every job that asks for a
         # signature.
         signer = await asyncio.to_thread(
-            functools.partial(keys.load, settings.signing_dir, timestamp_url=settings.tsa_url)
+            functools.partial(signers.load, settings.signing_dir, timestamp_url=settings.tsa_url)
         )
         if signer is None:
             logger.info("signing: off (no %s in %s)", keys.KEY_FILE, settings.signing_dir)

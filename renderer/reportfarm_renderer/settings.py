@@ -20,10 +20,10 @@ FINISHING_PER_CPU = 2
 """Finishing processes per pod CPU: a stage waits as well as computes (a signature for the
 timestamp authority, the PDF's way through the pipe; measured while invoices also waited there
 for EN 16931's Saxon process), and a process that waits holds no CPU. ``reportfarm
-bench-einvoice`` on 2 CPUs, side by side: 2 processes made 1.37-2.12 e-invoices/s, the jobs
+bench einvoice`` on 2 CPUs, side by side: 2 processes made 1.37-2.12 e-invoices/s, the jobs
 waiting ~0.9-1.5 s for a free one; 4 made 4.02, waiting 46 ms. Each costs ~120 MiB."""
 DEFAULT_PAGES_PER_BROWSER = 1
-"""``reportfarm bench-print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
+"""``reportfarm bench print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
 at load 11-24, where more runnable lanes take more of a shared CPU) for ~1.5x the memory, and
 the CPU time per PDF was the same: 1 is as good per core and the best per GiB."""
 BROWSER_MEMORY_BYTES = 500 * 2**20

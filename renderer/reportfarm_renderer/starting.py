@@ -16,12 +16,12 @@ import dataclasses
 import logging
 import os
 import time
+import typing
 from pathlib import Path
-from typing import Literal
 
 logger = logging.getLogger(__name__)
 
-Phase = Literal[
+Phase = typing.Literal[
     "container_started",
     "process_started",
     "imported",
@@ -31,16 +31,7 @@ Phase = Literal[
     "first_receive",
     "first_stored",
 ]
-PHASES: tuple[Phase, ...] = (
-    "container_started",
-    "process_started",
-    "imported",
-    "browser_ready",
-    "listening",
-    "ready",
-    "first_receive",
-    "first_stored",
-)
+PHASES: tuple[Phase, ...] = typing.get_args(Phase)
 """In the order a start normally passes them (``listening`` and ``ready`` may swap with
 ``browser_ready`` and ``first_receive``: the queue and the browsers start side by side)."""
 

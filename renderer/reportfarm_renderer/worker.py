@@ -83,12 +83,18 @@ class QueueWorker:
         self._received_at = 0.0
         self.wakes = 0
         """Wakes that ended an idle pause (a receive began sooner than its pacing said)."""
+        self.metrics.oldest_job.set_function(self.oldest_job_s)
         self.timeline = timeline or starting.Timeline.from_now()
         """The start's phases: ready (the first receive answered), first_receive, first_stored."""
 
     @property
     def running(self) -> int:
         return len(self.leases)
+
+    def oldest_job_s(self) -> float:
+        """Seconds the longest-running unsettled job has run (0: none): read at each scrape."""
+        now = time.monotonic()
+        return max((now - lease.received_at for lease in list(self.leases.values())), default=0.0)
 
     def capacity(self) -> int:
         """Jobs to ask for now: room in the pool, plus one taken ahead, less the jobs received

@@ -122,6 +122,22 @@ class Farm:
     def busy_by_pod(self, now: float) -> dict[str, int]:
         return {pod.name: pod.busy(now) for pod in self.pods if not pod.draining}
 
+    def oldest_by_pod(self, now: float) -> dict[str, float]:
+        """Per pod not draining: seconds its longest-running job has run (0: none), as the
+        renderer's gauge says it (never the job's length, which no one knows ahead)."""
+        return {
+            pod.name: max(
+                (
+                    max(0.0, now - slot.job.start)
+                    for slot in pod.slots
+                    if slot.job is not None and slot.free_at > now and slot.job.start is not None
+                ),
+                default=0.0,
+            )
+            for pod in self.pods
+            if not pod.draining
+        }
+
     def mean_render_s(self, now: float) -> float | None:
         while self._renders and self._renders[0][0] < now - self.timings.render_window_s:
             self._renders.popleft()

@@ -27,7 +27,7 @@ from reportfarm.simulate import workload
 
 SIGNED_EINVOICE_CPU_S = 0.13
 """The finishing stages' CPU per signed PDF/A-3 Factur-X invoice with a visible stamp, in the
-renderer's finishing processes (``reportfarm bench-einvoice``: metadata, Factur-X with EN 16931's
+renderer's finishing processes (``reportfarm bench einvoice``: metadata, Factur-X with EN 16931's
 rules, PDF/A, signature)."""
 PRINT_CPU = 0.35
 """Cores a busy browser uses while it prints (the invoice: ~85 ms of CPU in a ~250 ms print)."""

@@ -59,6 +59,17 @@ class PolicyController:
         )
         state = policy.State.from_dict(self.status)
         decision = policy.decide(observation, spec=self.spec, state=state)
+        if decision.replicas < farm.replicas and not blind:  # as the operator: jobs a drain
+            decision = policy.held_for_jobs(  # would interrupt keep their pods for now
+                decision,
+                current=farm.replicas,
+                outliving=policy.outliving(
+                    dict(farm.busy_by_pod(now)),
+                    oldest_s_by_pod=farm.oldest_by_pod(now),
+                    render_s=observation.mean_render_s,
+                    drain_s=farm.timings.drain_timeout_s,
+                ),
+            )
         self.status = decision.state.to_dict()
         self.reasons[decision.reason.value] = self.reasons.get(decision.reason.value, 0) + 1
         farm.resize(decision.browsers_per_pod, now=now)
@@ -66,16 +77,35 @@ class PolicyController:
         if surplus < 0:
             farm.add_pods(-surplus, now=now)
         elif surplus > 0:  # annotate pod-deletion-cost, lower replicas: the idlest pods drain
-            farm.drain(self.victims(surplus, now=now, farm=farm, blind=blind), now=now)
+            victims = self.victims(
+                surplus, now=now, farm=farm, blind=blind, render_s=observation.mean_render_s
+            )
+            farm.drain(victims, now=now)
 
-    def victims(self, count: int, *, now: float, farm: farming.Farm, blind: bool) -> list[str]:
-        """Annotate every pod's deletion cost (``policy.deletion_costs``), then the pods the
-        ReplicaSet removes: not ready first (newest first), then by the costs it sees."""
+    def victims(
+        self,
+        count: int,
+        *,
+        now: float,
+        farm: farming.Farm,
+        blind: bool,
+        render_s: float | None = None,
+    ) -> list[str]:
+        """Annotate every pod's deletion cost (``policy.deletion_costs``, from what the operator
+        reads: busy browsers, the oldest job's age, the mean render time, the drain timeout),
+        then the pods the ReplicaSet removes: not ready first (newest first), then by the costs
+        it sees."""
         starting = farm.starting(now)[::-1]
         loads: dict[str, int | None] = dict(farm.busy_by_pod(now))
         if blind:  # no metrics, no pod-deletion-cost: the ReplicaSet's own order
             loads = dict.fromkeys(loads)
-        for name, cost in policy.deletion_costs(loads).items():
+        costs = policy.deletion_costs(
+            loads,
+            oldest_s_by_pod=dict(farm.oldest_by_pod(now)),
+            render_s=render_s,
+            drain_s=farm.timings.drain_timeout_s,
+        )
+        for name, cost in costs.items():
             kept = self.annotated.setdefault(name, [])[-9:]
             self.annotated[name] = [*kept, (now, cost)]
         seen = {name: self._seen_cost(name, now=now, farm=farm) for name in loads}

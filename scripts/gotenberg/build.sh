@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build Gotenberg (the HTML-to-PDF server users pick instead of us) from source, for the side by
-# side benchmark (`reportfarm bench-gotenberg`): only its api, chromium, pdfengines, pdfcpu and
+# side benchmark (`reportfarm bench gotenberg`): only its api, chromium, pdfengines, pdfcpu and
 # prometheus modules, plus the pdfcpu binary its PDF engine module needs.
 #
 # Usage: build.sh [SOURCE]

@@ -196,12 +196,15 @@ def test_a_field_docstring_names_the_variable_the_field_is_read_from(cls: type[A
     assert checked
 
 
-def readme_defaults() -> dict[str, str]:
-    """The README's settings table: variable -> the default it states (``_X`` after a ``/`` is
-    short for the first name's prefix + ``_X``)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "using" / "settings.md"
+
+
+def documented_defaults() -> dict[str, str]:
+    """The settings page's table (docs/using/settings.md): variable -> the default it states
+    (``_X`` after a ``/`` is short for the first name's prefix + ``_X``)."""
+    page = SETTINGS_PAGE.read_text()
     stated: dict[str, str] = {}
-    for row in re.findall(r"^\| (`(?:REPORTFARM|AZURE)_[^|]*)\|([^|]*)\|", readme, re.MULTILINE):
+    for row in re.findall(r"^\| (`(?:REPORTFARM|AZURE)_[^|]*)\|([^|]*)\|", page, re.MULTILINE):
         names = re.findall(r"`([A-Z0-9_]+)`", row[0])
         values = [value.strip() for value in row[1].split(" / ")]
         prefix = names[0].split("_")[0]
@@ -210,8 +213,9 @@ def readme_defaults() -> dict[str, str]:
     return stated
 
 
-def test_the_readme_states_the_defaults_the_code_declares() -> None:
-    """The README's table repeats the defaults for readers: it must say what the code says."""
+def test_the_settings_page_states_the_defaults_the_code_declares() -> None:
+    """The settings page's table repeats the defaults for readers: it must say what the code
+    says."""
     code: dict[str, Any] = {}
     renderer = {field.name: field for field in dataclasses.fields(RendererSettings)}
     for cls in CLASSES:
@@ -224,13 +228,13 @@ def test_the_readme_states_the_defaults_the_code_declares() -> None:
             if value is not None and value is not dataclasses.MISSING:
                 code[var.name] = value / var.unit if isinstance(value, int | float) else value
     compared = []
-    for name, stated in readme_defaults().items():
+    for name, stated in documented_defaults().items():
         if name not in code or stated.strip("`") in ("unset", "empty"):
             continue
         if re.fullmatch(r"[0-9.]+", stated):
-            assert float(stated) == code[name], f"README says {name} = {stated}, code {code[name]}"
+            assert float(stated) == code[name], f"docs say {name} = {stated}, code {code[name]}"
             compared.append(name)
         elif re.fullmatch(r"`[^`]+`", stated) and isinstance(code[name], str):
-            assert stated.strip("`") == code[name], f"README: {name} = {stated}, code {code[name]}"
+            assert stated.strip("`") == code[name], f"docs: {name} = {stated}, code {code[name]}"
             compared.append(name)
     assert len(compared) >= 10, compared

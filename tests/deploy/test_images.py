@@ -212,3 +212,58 @@ def test_gateway_install_set_is_the_core_only() -> None:
     gateway = _install_set(set())
     assert {"aiohttp", "azure-storage-queue", "azure-storage-blob", "uvloop"} <= gateway
     assert not {"playwright", "kopf", "kubernetes"} & gateway, sorted(gateway)
+
+
+def _context_files(dockerfile: Path) -> list[str]:
+    """The files the image's COPY instructions take from the build context (what .dockerignore
+    lets through), relative to the repository."""
+    ignore = ROOT / ".dockerignore"
+    found = []
+    for copy in dockerfiles.copies(dockerfile):
+        if copy.from_stage is not None:
+            continue
+        for source in copy.sources:
+            top = ROOT / source
+            for path in [top] if top.is_file() else sorted(top.rglob("*")):
+                relative = path.relative_to(ROOT).as_posix()
+                if path.is_file() and not dockerfiles.ignored(relative, ignore):
+                    found.append(relative)
+    return found
+
+
+@pytest.mark.parametrize("dockerfile", IMAGES)
+def test_no_image_ships_the_benchmarks(dockerfile: Path) -> None:
+    """bench/ is out of the build context and no COPY takes it: the packages ``pip install .``
+    finds in what an image receives (pyproject's roots) have no reportfarm_bench, and no module
+    there imports it."""
+    assert dockerfiles.ignored("bench/reportfarm_bench/commands.py", ROOT / ".dockerignore")
+    roots = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["where"]
+    assert "bench" in roots  # a checkout's install has the benchmarks; an image's does not
+    files = _context_files(dockerfile)
+    packages = set()
+    for file in files:
+        for root in roots:
+            inside = Path(file).relative_to(root) if Path(file).is_relative_to(root) else None
+            if inside and inside.suffix == ".py" and inside.parts[0].startswith("reportfarm"):
+                packages.add(inside.parts[0])
+    assert "reportfarm" in packages and "reportfarm_renderer" in packages, sorted(packages)
+    assert "reportfarm_bench" not in packages
+    assert not [f for f in files if f.split("/")[0] == "bench"]
+    for file in (f for f in files if f.endswith(".py")):
+        # At module level: only the command line's `bench` hook imports it, lazily, and says
+        # so in one line where it is missing (tests/cli/test_bench_commands.py).
+        tree = ast.parse((ROOT / file).read_text())
+        top = [node for node in tree.body if not isinstance(node, ast.FunctionDef | ast.ClassDef)]
+        imported = {
+            name
+            for statement in top
+            for node in ast.walk(statement)
+            for name in (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+        }
+        assert not {m for m in imported if m.split(".")[0] == "reportfarm_bench"}, file

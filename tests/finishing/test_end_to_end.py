@@ -14,8 +14,8 @@ import facturx
 import pikepdf
 import pypdf
 import pytest
+from reportfarm_bench import statements
 from reportfarm_renderer import service
-from reportfarm_renderer.benchmarking import statements
 
 from reportfarm import contract, finishing
 from reportfarm.client import ReportFarmClient, Submission

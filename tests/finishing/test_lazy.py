@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer.finishing import keys
+from reportfarm_renderer.finishing import keys, signers
 
 HEAVY = ("pikepdf", "lxml", "facturx", "pyhanko", "fontTools")
 
@@ -20,9 +20,9 @@ from pathlib import Path
 import reportfarm_renderer.http, reportfarm_renderer.service
 from reportfarm import finishing as contract
 from reportfarm_renderer import finishing
-from reportfarm_renderer.finishing import keys
+from reportfarm_renderer.finishing import keys, signers
 before = sorted(name for name in {heavy!r} if name in sys.modules)
-signer = keys.load(Path(sys.argv[1]))
+signer = signers.load(Path(sys.argv[1]))
 planned = [name for name, _ in finishing.plan(contract.Finish.from_dict({{"metadata": {{"title": "t"}}}}))]
 after_plan = sorted(name for name in {heavy!r} if name in sys.modules)
 print(json.dumps({{"before": before, "signer": signer, "planned": planned, "after_plan": after_plan}}))
@@ -51,5 +51,5 @@ def test_the_renderer_starts_without_the_pdf_libraries(tmp_path: Path) -> None:
 def test_a_folder_of_another_shape_is_refused_before_anything_loads(tmp_path: Path) -> None:
     (tmp_path / "key.pem").write_text("not a Secret of kubernetes.io/tls")
     with pytest.raises(keys.SignerError, match=r"holds key.pem but no tls.key and tls.crt"):
-        keys.load(tmp_path)
-    assert keys.load(tmp_path / "absent") is None
+        signers.load(tmp_path)
+    assert signers.load(tmp_path / "absent") is None

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 import pikepdf
 import pytest
+from reportfarm_bench import statements
 from reportfarm_renderer import finishing as stages
 from reportfarm_renderer import templates
-from reportfarm_renderer.benchmarking import statements
 from reportfarm_renderer.finishing import pdfua
 
 from reportfarm import contract, finishing

@@ -140,7 +140,7 @@ async def test_a_farm_without_a_key_fails_signed_jobs_with_that_reason_and_goes_
     assert record.attempts == 1  # permanent: never retried, no browser replaced
     reason = (
         "finishing stage 'sign' failed: this farm has no signing key "
-        f"(no tls.key in {tmp_path / 'no-secret'}; see README: Signed PDFs)"
+        f"(no tls.key in {tmp_path / 'no-secret'}; see docs/finishing/signing.md)"
     )
     assert reason in (record.error or "")
     [poisoned] = [json.loads(text) for text in await client.queue.peek_poison()]

@@ -16,7 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from reportfarm_renderer.benchmarking import authority
+from reportfarm_bench import authority
 
 from .keys import Pki, rsa_key
 

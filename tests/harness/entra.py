@@ -26,7 +26,7 @@ from pathlib import Path
 import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
-from reportfarm_renderer.finishing import throwaway
+from reportfarm_bench import throwaway
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 CLIENT_ID = "0b9a8f7e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"

@@ -257,7 +257,7 @@ def test_helm_install_then_uninstall_leaves_nothing_behind(
         timeout=120,
     )
     # Helm never deletes what it installed from crds/ (by design: deleting a CRD deletes every
-    # ReportPool); the README says how to remove it.
+    # ReportPool); docs/operating/install.md ("Uninstall") says how to remove it.
     assert tools.crd_exists("reportpools.reportfarm.io")
 
 

@@ -5,7 +5,7 @@
   and once an operator runs again it moves again.
 - **The alert**: a real Prometheus scrapes the operator's /metrics; ReportFarmOperatorAbsent's
   expression returns nothing while it ticks and fires once it has been gone for its window.
-- **The next CRD version**: the documented path (README, "Upgrades") on a plane of its own: a
+- **The next CRD version**: the documented path (docs/operating/index.md, "Upgrade") on a plane of its own: a
   served pair (the current version served, the next one served and stored, same schema, no
   conversion webhook), then the stored objects rewritten and ``storedVersions`` trimmed. An
   existing ReportPool survives every step, and the operator, still asking for the old version,

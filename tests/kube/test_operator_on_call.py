@@ -360,7 +360,7 @@ def test_a_failing_resize_warns_once_per_change(
         def events() -> list[str]:
             return [e.message for e in pool.events() if e.reason == "PoolResizeFailed"]
 
-        eventually("six resize attempts", lambda: renderer.puts >= 6, detail=operator.tail)
+        eventually("three resize attempts", lambda: renderer.puts >= 3, detail=operator.tail)
         assert len(resize_warnings()) == 1, resize_warnings()
         assert "HTTP 500" in resize_warnings()[0]
         assert len(events()) == 1, events()
@@ -369,7 +369,7 @@ def test_a_failing_resize_warns_once_per_change(
 
         renderer.answer = (401, "unauthorized")  # another failure: a change, said once
         seen = renderer.puts
-        eventually("six more attempts", lambda: renderer.puts >= seen + 6, detail=operator.tail)
+        eventually("three more attempts", lambda: renderer.puts >= seen + 3, detail=operator.tail)
         assert len(resize_warnings()) == 2, resize_warnings()
         assert "HTTP 401" in resize_warnings()[1]
         assert len(events()) == 2, events()

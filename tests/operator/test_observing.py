@@ -97,6 +97,7 @@ async def test_pod_loads_come_from_the_renderers_metrics(
 ) -> None:
     watcher = observer(session, port=renderer.port)
     render(renderer.metrics, 0.2, 0.4)
+    renderer.metrics.oldest_job.set(12.5)
     first = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
     assert first["pod-a"] == observing.PodLoad(
         size=2,
@@ -106,6 +107,7 @@ async def test_pod_loads_come_from_the_renderers_metrics(
         lifetime_renders=2,
         lifetime_render_seconds=pytest.approx(0.6),
         first_reading=True,
+        oldest_s=12.5,
     )
     render(renderer.metrics, 1.0)
     second = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
@@ -138,6 +140,15 @@ async def test_resize_reaches_the_pool_with_the_token(
     refused = await watcher.resize("127.0.0.1", 1, token="wrong")
     assert refused is not None and refused.startswith("HTTP 401")
     assert renderer.pool.size == 4
+
+
+def test_a_renderer_too_old_to_say_its_oldest_job_reads_as_none() -> None:
+    text = "reportfarm_pool_size 2\nreportfarm_pool_busy 1\n"
+    assert observing.parse_metrics(text).oldest_s is None
+    assert (
+        observing.parse_metrics(f"{text}reportfarm_job_oldest_running_seconds 3.5\n").oldest_s
+        == 3.5
+    )
 
 
 def test_metrics_without_pool_gauges_are_rejected() -> None:

@@ -359,6 +359,67 @@ def test_deletion_costs(busy: dict[str, int | None], expected: dict[str, int]) -
     assert policy.deletion_costs(busy) == expected
 
 
+@pytest.mark.parametrize(
+    ("busy", "oldest", "expected"),
+    [
+        # a's job has run 100 s (past a 2 s mean: as long again) > the 25 s drain: b goes first
+        pytest.param(
+            {"a": 1, "b": 2}, {"a": 100.0, "b": 1.0}, {"b": 0, "a": 1}, id="outliving-spared"
+        ),
+        # both within the drain: the idlest first, as before
+        pytest.param({"a": 1, "b": 2}, {"a": 10.0, "b": 1.0}, {"a": 0, "b": 1}, id="idlest-first"),
+        # equal load: the job closest to its end goes first (b: 2 - 1.5 = 0.5 s left; a: 1.8)
+        pytest.param({"a": 1, "b": 1}, {"a": 0.2, "b": 1.5}, {"b": 0, "a": 1}, id="nearest-end"),
+        # an idle pod has nothing to lose, whatever its gauge said a moment ago
+        pytest.param({"a": 0, "b": 1}, {"a": 90.0, "b": 0.5}, {"a": 0, "b": 1}, id="idle-first"),
+        # a renderer too old to say (None) is ranked by its load alone
+        pytest.param({"a": 1, "b": 2}, {"a": None, "b": 1.0}, {"a": 0, "b": 1}, id="not-said"),
+    ],
+)
+def test_deletion_costs_spare_a_pod_whose_job_would_outlive_its_drain(
+    busy: dict[str, int | None], oldest: dict[str, float | None], expected: dict[str, int]
+) -> None:
+    costs = policy.deletion_costs(busy, oldest_s_by_pod=oldest, render_s=2.0, drain_s=25.0)
+    assert costs == expected
+
+
+@given(
+    pods=st.dictionaries(
+        st.text("abcdef", min_size=1, max_size=3),
+        st.tuples(
+            st.one_of(st.none(), st.integers(0, 8)),
+            st.one_of(st.none(), st.floats(0, 600, allow_nan=False)),
+        ),
+        max_size=12,
+    ),
+    render_s=st.one_of(st.none(), st.floats(0.05, 120, allow_nan=False)),
+    drain_s=st.floats(1, 300, allow_nan=False),
+)
+def test_no_pod_whose_job_would_outlive_its_drain_goes_before_one_whose_would_not(
+    pods: dict[str, tuple[int | None, float | None]], render_s: float | None, drain_s: float
+) -> None:
+    busy = {name: load for name, (load, _) in pods.items()}
+    oldest = {name: age for name, (_, age) in pods.items()}
+    costs = policy.deletion_costs(busy, oldest_s_by_pod=oldest, render_s=render_s, drain_s=drain_s)
+    assert sorted(costs.values()) == list(range(len(pods)))  # ranks, no ties
+
+    def outlives(name: str) -> bool:
+        age = oldest[name] or 0.0
+        return bool(busy[name]) and age > 0 and max((render_s or 0.0) - age, age) > drain_s
+
+    for a in pods:
+        for b in pods:
+            if busy[a] is None or busy[b] is None:
+                continue
+            if outlives(a) and not outlives(b):
+                assert costs[a] > costs[b], (a, b, costs)
+            if outlives(a) == outlives(b) and busy[a] > busy[b]:
+                assert costs[a] > costs[b], (a, b, costs)
+    for name, load in busy.items():  # unknown load: spared before every known one
+        if load is None:
+            assert all(costs[name] > costs[o] for o in pods if busy[o] is not None)
+
+
 @given(
     depth=st.one_of(st.none(), st.integers(0, 5000)),
     busy=st.one_of(st.none(), st.integers(0, 100)),
@@ -465,3 +526,44 @@ def test_blind_adds_the_depth_growth() -> None:
     later = dataclasses.replace(seen, now=NOW + 10, queue_depth=41)  # + 2.1 jobs/s
     # 41 x 1 / 11 = 3.7, + 2.1 x 1 s = 5.8 browsers: growth is a physical rate, not a guess
     assert policy.decide(later, pool, memory).required_browsers == 6
+
+
+def _scale_down_to(replicas: int) -> policy.Decision:
+    return policy.Decision(
+        replicas=replicas,
+        browsers_per_pod=2,
+        reason=policy.Reason.SCALE_DOWN,
+        message="scale down",
+        required_browsers=2 * replicas,
+        saturated=False,
+        state=policy.State(replicas=replicas),
+    )
+
+
+@pytest.mark.parametrize(
+    ("wanted", "current", "outliving", "kept"),
+    [
+        pytest.param(1, 4, 2, 2, id="two-long-jobs-keep-two-pods"),
+        pytest.param(3, 4, 2, 3, id="the-scale-down-spares-them-already"),
+        pytest.param(0, 4, 0, 0, id="nothing-would-be-interrupted"),
+        pytest.param(0, 2, 5, 2, id="never-more-than-there-are"),
+        pytest.param(5, 4, 3, 5, id="a-scale-up-is-as-is"),
+    ],
+)
+def test_a_scale_down_stops_short_of_the_pods_whose_jobs_a_drain_would_interrupt(
+    wanted: int, current: int, outliving: int, kept: int
+) -> None:
+    held = policy.held_for_jobs(_scale_down_to(wanted), current=current, outliving=outliving)
+    assert held.replicas == kept and held.state.replicas == kept
+    assert ("kept until their running jobs end" in held.message) == (kept != wanted)
+
+
+def test_outliving_counts_busy_pods_whose_oldest_job_is_expected_past_the_drain() -> None:
+    busy = {"idle": 0, "young": 1, "old": 2, "unknown": None, "silent": 1}
+    oldest = {"idle": 500.0, "young": 1.0, "old": 40.0, "unknown": 900.0, "silent": None}
+    # young: 2 s mean - 1 s = 1 s left; old: past the mean, 40 s more > 25 s; idle and unknown
+    # load and a renderer that does not say its oldest job: nothing known to be lost
+    assert policy.outliving(busy, oldest_s_by_pod=oldest, render_s=2.0, drain_s=25.0) == 1
+    assert policy.outliving(busy, oldest_s_by_pod=oldest, render_s=2.0, drain_s=60.0) == 0
+    # a job younger than a long mean is expected to need the rest of it
+    assert policy.outliving({"a": 1}, oldest_s_by_pod={"a": 5.0}, render_s=90.0, drain_s=25) == 1

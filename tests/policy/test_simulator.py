@@ -395,3 +395,48 @@ def test_the_replicaset_sees_deletion_costs_after_their_lag(lag_s: float, victim
     cluster.add_pods(1, now=-10.0)  # pod-1, idle
     controller = ours.PolicyController(spec=policy.PoolSpec(max_replicas=2))
     assert controller.victims(1, now=1.0, farm=cluster, blind=False) == [victim]
+
+
+def test_a_pod_whose_job_would_outlive_its_drain_is_not_the_victim() -> None:
+    """Both pods render one job; pod-0's has run 60 s (a long one, past the 2 s mean), pod-1's
+    just began. The operator sees their ages (never their lengths): pod-1 drains, nothing is
+    interrupted; chosen by load and name alone, pod-0 would have lost its job."""
+    cluster = farm.Farm(
+        timings=farm.Timings(pod_start_s=0.0, grace_period_s=30.0),
+        browsers_per_pod=1,
+        rng=random.Random(0),
+    )
+    cluster.add_pods(1, now=-100.0)
+    cluster.step(-60.0, arrivals=[workload.Job(arrival=-60.0, render_s=400.0)])  # pod-0's
+    cluster.add_pods(1, now=-100.0)
+    cluster.step(0.0, arrivals=[workload.Job(arrival=0.0, render_s=3.0)])  # pod-1's
+    assert cluster.busy_by_pod(0.5) == {"pod-0": 1, "pod-1": 1}
+    controller = ours.PolicyController(spec=policy.PoolSpec(max_replicas=2))
+    victims = controller.victims(1, now=0.5, farm=cluster, blind=False, render_s=2.0)
+    assert victims == ["pod-1"]
+    cluster.drain(victims, now=0.5)
+    assert cluster.interrupted == 0
+
+
+def test_the_simulated_operator_keeps_the_pods_whose_jobs_a_drain_would_interrupt() -> None:
+    """Three pods of one browser each render a long job (60 s of 400 run). The policy would pack
+    three busy browsers into fewer pods (browsers first), which drains the others: their jobs
+    would be interrupted. The pods stay until their jobs end, then go; nothing is interrupted."""
+    cluster = farm.Farm(
+        timings=farm.Timings(pod_start_s=0.0, grace_period_s=30.0),
+        browsers_per_pod=1,
+        rng=random.Random(0),
+    )
+    for _ in range(3):
+        cluster.add_pods(1, now=-100.0)
+        cluster.step(-60.0, arrivals=[workload.Job(arrival=-60.0, render_s=400.0)])
+    assert cluster.busy_by_pod(0.0) == {"pod-0": 1, "pod-1": 1, "pod-2": 1}
+    spec = policy.PoolSpec(min_replicas=0, max_replicas=3, scale_down_stabilization_s=0.0)
+    controller = ours.PolicyController(spec=spec)
+    fewest = 3
+    for now in range(0, 600, 5):
+        cluster.step(float(now), arrivals=[])
+        controller.tick(float(now), cluster)
+        fewest = min(fewest, cluster.replicas)
+    assert cluster.interrupted == 0
+    assert fewest < 3  # and they went once their jobs had ended

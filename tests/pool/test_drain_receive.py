@@ -8,9 +8,12 @@ import asyncio
 import dataclasses
 from typing import Any, cast
 
+from prometheus_client import generate_latest
 from reportfarm_renderer import worker as working
 from reportfarm_renderer.jobs import Lease
 from reportfarm_renderer.metrics import RendererMetrics
+
+from reportfarm import renderer_api
 
 
 @dataclasses.dataclass
@@ -103,3 +106,24 @@ async def test_a_receive_that_returns_after_the_drain_ended_is_handed_back() -> 
     await loop
     assert released == 0
     assert sorted(queue.released) == ["m1", "m2"] and runner.done == []
+
+
+async def test_the_oldest_running_job_is_on_metrics_while_it_runs_and_zero_after() -> None:
+    """What the operator reads to spare a pod whose job would outlive its drain."""
+    queue, runner = FakeQueue(receive_s=0.05, batch=1), FakeRunner(job_s=1.0)
+    worker = make(queue, runner)
+
+    def oldest() -> float:
+        text = generate_latest(worker.metrics.registry).decode()
+        (line,) = [x for x in text.splitlines() if x.startswith(renderer_api.OLDEST_JOB_METRIC)]
+        return float(line.split()[-1])
+
+    assert oldest() == 0.0
+    loop = asyncio.create_task(worker.run())
+    while not worker.leases:  # noqa: ASYNC110 - the first job's start is the point
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.4)
+    assert 0.3 <= oldest() < 30  # the job has run ~0.4 s (a loaded machine: only a floor)
+    await worker.drain(timeout=5)
+    await loop
+    assert runner.done and oldest() == 0.0

@@ -1,4 +1,4 @@
-"""``reportfarm bench`` in a tiny run: the JSON's shape, valid PDFs from every strategy, the plot.
+"""``reportfarm bench strategies`` in a tiny run: the JSON's shape, valid PDFs from every strategy, the plot.
 
 A benchmark is a benchmark: no timing is asserted here, only that every number is there.
 """
@@ -42,7 +42,7 @@ def positive(value: object) -> bool:
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], Path]:
     folder = tmp_path_factory.mktemp("bench")
     command = [
-        *(sys.executable, "-m", "reportfarm.cli", "bench", "--json"),
+        *(sys.executable, "-m", "reportfarm.cli", "bench", "strategies", "--json"),
         *("--jobs", "4", "--pool-size", "1"),
         *("--plot", str(folder / "plot" / "bench.png"), "--samples", str(folder / "samples")),
     ]
@@ -121,7 +121,7 @@ def test_ratios_parameters_and_plot(tiny_run: tuple[dict[str, object], Path]) ->
 def test_the_finishing_costs_cover_every_option_on_every_template(
     tiny_run: tuple[dict[str, object], Path],
 ) -> None:
-    from reportfarm_renderer.benchmarking import finishing
+    from reportfarm_bench import finishing
 
     report, _ = tiny_run
     costs = report["finishing"]

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from reportfarm_renderer.benchmarking import reporting
+from reportfarm_bench import reporting
 
 LOGGERS = ("reportfarm", "reportfarm_renderer")
 

@@ -1,4 +1,4 @@
-"""``reportfarm bench-gotenberg`` in a tiny run against a real Gotenberg, built from its Go module
+"""``reportfarm bench gotenberg`` in a tiny run against a real Gotenberg, built from its Go module
 (``scripts/gotenberg/build.sh``, cached) and started by the benchmark in its own PID namespace,
 once per Chromium it is given: ``gotenberg`` (the same binary as ours) and ``gotenberg_full``
 (Debian's full ``chromium``, as Gotenberg's image runs it; only where that is installed and is
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pypdf
 import pytest
-from reportfarm_renderer.benchmarking import footprint, sameness
+from reportfarm_bench import footprint, sameness
 
 from .conftest import pdf_text
 
@@ -60,7 +60,7 @@ def binary() -> Path:
 
 def bench(binary: Path, folder: Path, *extra: str) -> subprocess.CompletedProcess[bytes]:
     command = [
-        *(sys.executable, "-m", "reportfarm.cli", "bench-gotenberg", "--json"),
+        *(sys.executable, "-m", "reportfarm.cli", "bench", "gotenberg", "--json"),
         *("--gotenberg-bin", str(binary), "--plot", str(folder / "plot.png")),
         *("--samples", str(folder / "samples"), *extra),
     ]

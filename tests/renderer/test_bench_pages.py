@@ -1,4 +1,4 @@
-"""``reportfarm bench-pages`` in a tiny run (the JSON's shape, whole PDFs, the plot) and its ratios.
+"""``reportfarm bench pages`` in a tiny run (the JSON's shape, whole PDFs, the plot) and its ratios.
 
 A benchmark is a benchmark: no timing is asserted, only that every number is there and that the
 ratios compare what they say they compare.
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer.benchmarking import pages_report
+from reportfarm_bench import pages_report
 
 
 def row(
@@ -46,7 +46,7 @@ def test_ratios_divide_the_larger_size_by_the_smaller_against_their_targets() ->
 def test_a_tiny_run_reports_every_size_whole_with_a_plot(tmp_path: Path) -> None:
     plot = tmp_path / "pages.png"
     command = [
-        *(sys.executable, "-m", "reportfarm.cli", "bench-pages", "--json"),
+        *(sys.executable, "-m", "reportfarm.cli", "bench", "pages", "--json"),
         *("--pages", "1,3", "--rounds", "1", "--repeat", "1", "--plot", str(plot)),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)

@@ -1,4 +1,4 @@
-"""``reportfarm bench-pod`` in a tiny run: the ceiling and the real renderer process print on the
+"""``reportfarm bench pod`` in a tiny run: the ceiling and the real renderer process print on the
 pod's CPUs only, the client and Azurite on the others, and both sides report their CPU by
 process. No timing is asserted."""
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer.benchmarking import end_to_end, pod
+from reportfarm_bench import end_to_end, pod
 
 TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to split")
 
@@ -29,7 +29,7 @@ def positive(value: object) -> bool:
 def test_a_tiny_run_prints_both_sides_on_the_pods_cpus_only(tmp_path: Path) -> None:
     plot = tmp_path / "pod.png"
     command = [
-        *(sys.executable, "-m", "reportfarm.cli", "bench-pod", "--json", "--jobs", "6"),
+        *(sys.executable, "-m", "reportfarm.cli", "bench", "pod", "--json", "--jobs", "6"),
         *("--pod-cpus", "1", "--plot", str(plot)),
     ]
     done = subprocess.run(command, capture_output=True, timeout=540, check=False)
@@ -70,14 +70,14 @@ def test_the_pod_takes_the_last_cpus_and_leaves_one(monkeypatch: pytest.MonkeyPa
 
 def test_a_pinned_command_runs_its_module_on_those_cpus_only() -> None:
     cpu = sorted(os.sched_getaffinity(0))[-1]
-    command = pod.pinned([cpu], "reportfarm_renderer.benchmarking.pod", "affinity")
+    command = pod.pinned([cpu], "reportfarm_bench.pod", "affinity")
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [cpu]
 
 
 def test_bad_options_are_refused_before_anything_starts() -> None:
-    command = [sys.executable, "-m", "reportfarm.cli", "bench-pod", "--pod-cpus", "99"]
+    command = [sys.executable, "-m", "reportfarm.cli", "bench", "pod", "--pod-cpus", "99"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "--pod-cpus must be 1 to" in done.stderr or "at least 2 CPUs" in done.stderr

@@ -1,4 +1,4 @@
-"""``reportfarm bench-print`` in a tiny run: every variant's numbers are there, the reference is
+"""``reportfarm bench print`` in a tiny run: every variant's numbers are there, the reference is
 today's print path, and bad options are refused. No timing is asserted."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from reportfarm_bench import printing
 from reportfarm_renderer import browser
-from reportfarm_renderer.benchmarking import printing
 
 
 def positive(value: object) -> bool:
@@ -24,7 +24,7 @@ def positive(value: object) -> bool:
 @pytest.mark.timeout(600)
 def test_a_tiny_sweep_reports_every_variant_against_today(tmp_path: Path) -> None:
     command = [
-        *(sys.executable, "-m", "reportfarm.cli", "bench-print", "--json", "--jobs", "3"),
+        *(sys.executable, "-m", "reportfarm.cli", "bench", "print", "--json", "--jobs", "3"),
         *("--shapes", "1x2", "--flags", "in-process-gpu", "--loading", "domcontentloaded"),
         *("--plot", str(tmp_path / "print.png")),
     ]
@@ -79,7 +79,7 @@ def test_a_bad_shape_is_refused(text: str) -> None:
 
 def test_an_unknown_flag_or_wait_is_refused_before_anything_starts() -> None:
     for option in (["--flags", "no-such-flag"], ["--shapes", "2y1"], ["--loading", "idle"]):
-        command = [sys.executable, "-m", "reportfarm.cli", "bench-print", *option]
+        command = [sys.executable, "-m", "reportfarm.cli", "bench", "print", *option]
         done = subprocess.run(command, capture_output=True, timeout=60, check=False)
         assert done.returncode == 2, (option, done.stderr)
-        assert b"bench-print:" in done.stderr
+        assert b"reportfarm bench print:" in done.stderr

@@ -1,4 +1,4 @@
-"""``reportfarm bench-sync``'s arithmetic: ratios against Gotenberg, the targets' verdicts, the
+"""``reportfarm bench sync``'s arithmetic: ratios against Gotenberg, the targets' verdicts, the
 idle farm's request counting from Azurite's debug log, and a process tree's CPU that never goes
 back. Cheap (seconds): the benchmark itself starts Azurite, a renderer, a gateway and Gotenberg
 (a minute or more here before its first chunk), so it is a command
@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer import bench_sync
-from reportfarm_renderer.benchmarking import (
+from reportfarm_bench import (
+    bench_sync,
     footprint,
     idling,
     measuring,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from reportfarm_renderer.benchmarking import cpu
+from reportfarm_bench import cpu
 
 BURN = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
 

@@ -1,4 +1,4 @@
-"""bench-gotenberg's pure parts: Gotenberg's form fields and flags, the ratios, process trees."""
+"""``reportfarm bench gotenberg``'s pure parts: Gotenberg's form fields and flags, the ratios, process trees."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reportfarm_renderer import bench_gotenberg
-from reportfarm_renderer.benchmarking import footprint, versus
-from reportfarm_renderer.benchmarking import gotenberg as gotenberging
+from reportfarm_bench import bench_gotenberg, footprint, versus
+from reportfarm_bench import gotenberg as gotenberging
 from rich.console import Console
 
 from reportfarm import contract

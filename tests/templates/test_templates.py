@@ -9,8 +9,8 @@ from typing import Any
 
 import jinja2.sandbox
 import pytest
+from reportfarm_bench import statements
 from reportfarm_renderer import templates
-from reportfarm_renderer.benchmarking import statements
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -360,7 +360,7 @@ def test_the_statement_has_a_row_per_line_and_its_balance(
     examples: templates.TemplateCatalog, lines: int
 ) -> None:
     """The big report's size follows its data (its rows), and it ends with the closing balance
-    and its number, which ``bench-pages`` looks for on the last page."""
+    and its number, which ``reportfarm bench pages`` looks for on the last page."""
     data = statements.statement(lines)
     html = examples.render("statement", data)
     assert html.count("<tr><td>") == lines

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from reportfarm import outcomes
 from reportfarm_renderer import finishing
 
-from . import fonts, keys
+from . import fonts, signers
 
 if TYPE_CHECKING:
     from .signing import Signer
@@ -68,7 +68,7 @@ def start(signing_dir: str | None, tsa_url: str | None) -> None:
         importlib.import_module(f"{finishing.__name__}.{module}")
     fonts.faces()
     if signing_dir is not None:
-        signer = keys.load(Path(signing_dir), timestamp_url=tsa_url, prove=False)
+        signer = signers.load(Path(signing_dir), timestamp_url=tsa_url, prove=False)
         if signer is not None:
             _SIGNER["farm"] = signer
             from . import stamp

@@ -12,7 +12,7 @@ of flag ``fatal`` fails the job with the rule's id and text; warnings are logged
 Saxon runs in a process of its own (one, spawned with the first invoice, kept for the next):
 saxonche is a GraalVM native image, and loaded into the renderer's process it left that process
 unable to print afterwards (a later print hung, or the process exited 0 in the middle of it;
-seen in ``reportfarm bench-finish``). The stylesheet is compiled once there (~0.8 s), then an
+seen in ``reportfarm bench finish``). The stylesheet is compiled once there (~0.8 s), then an
 invoice is checked in ~40 ms plus the hand-over. One check at a time.
 """
 

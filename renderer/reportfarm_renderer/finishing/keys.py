@@ -1,18 +1,17 @@
 """The signing folder as the renderer sees it before it knows whether it signs at all: the file
-names, the error, the refusal of a signature by a farm without a key, and :func:`load`, which
-imports :mod:`.signing` (pyHanko, pikepdf, fontTools) only when the folder holds a key or a
-certificate. A renderer that never signs or finishes never loads those libraries (~45 MiB of
-the Python process, measured at import)."""
+names, the error, whether the folder holds a key, the refusal of a signature by a farm without a
+key. It imports no signing library, and nothing of :mod:`.signing` (which builds on it);
+:func:`.signers.load` brings both together (import-linter keeps the three in that order)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from reportfarm.finishing import FinishError
 
-if TYPE_CHECKING:
-    from .signing import Signer
+Loaded = TypeVar("Loaded")
+"""A loaded :class:`.signing.Signer` (:func:`require`), named without importing it."""
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
@@ -22,16 +21,6 @@ CHAIN_FILE = "ca.crt"
 class SignerError(Exception):
     """The signing folder holds a key or certificate that cannot be used (or the stamp's font is
     missing): the renderer does not start."""
-
-
-def load(folder: Path, *, timestamp_url: str | None = None, prove: bool = True) -> Signer | None:
-    """:meth:`.signing.Signer.load` when ``folder`` holds a key or a certificate; None, without
-    importing the signing libraries, when it holds neither (signing is off). Blocking."""
-    if absent(folder):
-        return None
-    from . import signing
-
-    return signing.Signer.load(folder, timestamp_url=timestamp_url, prove=prove)
 
 
 def absent(folder: Path) -> bool:
@@ -48,12 +37,12 @@ def absent(folder: Path) -> bool:
     return True
 
 
-def require(signer: Signer | None, folder: Path | None = None) -> Signer:
+def require(signer: Loaded | None, folder: Path | None = None) -> Loaded:
     """``signer``, or the refusal of a signature by a farm without a key: a :class:`FinishError`
     (permanent), saying where the key was looked for when ``folder`` is given."""
     if signer is None:
         where = f"no {KEY_FILE} in {folder}; " if folder is not None else ""
-        raise FinishError(f"this farm has no signing key ({where}see README: Signed PDFs)")
+        raise FinishError(f"this farm has no signing key ({where}see docs/finishing/signing.md)")
     return signer
 
 

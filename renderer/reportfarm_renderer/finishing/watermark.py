@@ -19,7 +19,8 @@ def markup(mark: Watermark) -> str:
     # The text fits the page: at most font_size_pt, and small enough that its length (a glyph is
     # ~0.62 em wide) spans no more than 90 % of the page width (vw, in print: the page). It is set
     # in the document's own font: a face of its own (bold sans-serif) made the print 1.6x slower
-    # (bench-finish), all of it embedding one more font; in the document's font it costs nothing.
+    # (reportfarm bench finish), all of it embedding one more font; in the document's font it
+    # costs nothing.
     fit = 90 / (0.62 * max(1, len(mark.text)))
     style = (
         "position:fixed;left:50%;top:50%;z-index:2147483647;pointer-events:none;margin:0;"
