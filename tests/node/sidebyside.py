@@ -38,6 +38,7 @@ from reportfarm_operator import children, specs
 from reportfarm import quantiles
 from reportfarm.client import ReportFarmClient, Submission
 from tests.harness import keda as keda_harness
+from tests.harness import reportpools
 from tests.node import farm, release
 
 SIDES = ("ours", "keda-60", "keda-120")
@@ -292,8 +293,13 @@ def scaled_object(
 class Sampler:
     """Every second: the side's desired replicas and its pods' Ready and deletion times."""
 
-    def __init__(self, tools: farm.Tools, *, selector: str, deployment: str) -> None:
+    def __init__(
+        self, tools: farm.Tools, *, selector: str, deployment: str, pool: str | None = None
+    ) -> None:
         self.tools = tools
+        self.pool = pool
+        self.decisions: list[tuple[float, str]] = []
+        """(seconds, the operator's decision message) at each change (ours only)."""
         self.selector = selector
         self.deployment = deployment
         self.start = time.time()
@@ -350,6 +356,15 @@ class Sampler:
         except OSError:
             desired = 0
         self.samples.append((round(now - self.start, 1), desired, ready))
+        if self.pool is not None:
+            found = plane.request(
+                "GET",
+                f"/apis/{reportpools.GROUP}/{reportpools.VERSION}/namespaces/{namespace}/"
+                f"{reportpools.PLURAL}/{self.pool}",
+            )
+            message = str((found.get("status") or {}).get("lastDecision", {}).get("message"))
+            if not self.decisions or self.decisions[-1][1] != message:
+                self.decisions.append((round(now - self.start, 1), message))
 
     def pod_starts(self) -> list[float]:
         """Creation to Ready of the pods created after the sampler started."""
@@ -492,7 +507,8 @@ def run_side(
     data = json.loads((release.ROOT / "examples" / "data" / f"{TEMPLATE}.json").read_text())
     try:
         _wait_ready(tools, selector, start_replicas)
-        with Sampler(tools, selector=selector, deployment=deployment) as sampler:
+        watched = name if side == "ours" else None
+        with Sampler(tools, selector=selector, deployment=deployment, pool=watched) as sampler:
             ids = asyncio.run(replay(connection, queue, trace, data))
             run = asyncio.run(results(connection, queue, ids, timeout=trace.duration + 600))
             deadline = sampler.start + trace.duration + tail
@@ -512,6 +528,8 @@ def run_side(
             if sampler.created_at.get(name, 0.0) >= sampler.start
         ]
         run.reversals = reversals(sampler.samples)
+        for at, message in sampler.decisions:  # the operator's reasoning, for the log
+            print(f"{side} {trace.name} {at:7.1f}s {message}")
         return run
     finally:
         _remove(tools, side, name, deployment, selector)

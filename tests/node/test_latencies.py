@@ -86,7 +86,11 @@ def _scale_down_to_one(tools: farm.Tools, node: node_harness.Node) -> tuple[bool
     _floor(tools, 1)
 
     def one_left() -> bool:
-        for pod in tools.get("pods", "-n", NAMESPACE, "-l", RENDERERS)["items"]:
+        pods = tools.get("pods", "-n", NAMESPACE, "-l", RENDERERS)["items"]
+        names = {pod["metadata"]["name"] for pod in pods}
+        if not first_deletion and not set(last_cost) <= names:  # gone between two polls
+            first_deletion.append(time.time() - lowered)
+        for pod in pods:
             meta = pod["metadata"]
             if meta.get("deletionTimestamp"):
                 if not first_deletion:
