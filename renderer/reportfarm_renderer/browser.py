@@ -91,17 +91,24 @@ BASE_ARGS = (
 PDFs/s with 2-24 % less memory in five runs of ``reportfarm bench print``, the same PDFs pixel
 for pixel. Others (``--in-process-gpu``, ``--no-zygote``, font hinting, raster threads,
 ``--run-all-compositor-stages-before-draw``) changed nothing beyond noise: not kept."""
-MEMORY_ARGS = ("--no-zygote", "--enable-low-end-device-mode", "--in-process-gpu")
+MEMORY_ARGS = ("--no-zygote", "--in-process-gpu")
 """Flags that cut a worker's memory and change no page of a PDF: ``--no-zygote`` (as Gotenberg
-runs its browser: no zygote processes, ~6 MiB PSS each, two a browser),
-``--enable-low-end-device-mode`` (Chromium's settings for a small device: smaller caches and heap
-reservations in the renderer processes, where a warm page's memory is) and ``--in-process-gpu``
+runs its browser: no zygote processes, ~6 MiB PSS each, two a browser) and ``--in-process-gpu``
 (no GPU process: with ``--disable-gpu`` it only composites in software, ~12 MiB anonymous and its
-own mapped pages). Measured with ``bench-sync``'s renderer of 2 browsers at 2 concurrent
-requests, the 13 example documents, load 8-11: the renderer's tree peaked at 606 MiB as if alone
-with none of them, 617 with ``--no-zygote``, 517 with the low-end mode too (each warm page's
-renderer process 35-43 MiB anonymous instead of 87-98), 512 with all three; every PDF's bytes,
-and its pages rendered at 72 dpi, were the same with and without them."""
+own mapped pages). Measured with ``bench sync``'s renderer of 2 browsers at 2 concurrent requests,
+the 13 example documents, load 8-11: the renderer's tree peaked at 606 MiB as if alone with
+neither, 617 with ``--no-zygote`` (within the noise), 534 -> 512 with ``--in-process-gpu`` beside
+the low-end mode below; every PDF's bytes, and its pages rendered at 72 dpi, were the same.
+
+Not used: :data:`LOW_END_ARGS`."""
+LOW_END_ARGS = ("--enable-low-end-device-mode",)
+"""Chromium's settings for a small device: smaller caches and heap reservations in the renderer
+processes (each warm page's renderer 35-43 MiB anonymous instead of 87-98: the renderer's tree
+517 MiB against 617 above), but also **a lower JavaScript heap limit**: a page that builds 12
+million small objects (a few hundred MB of heap; a large data set turned into a chart or a table
+by script) crashed with it and printed without it (24 million did). A farm that prints such
+documents would see them fail as "the page crashed" where they printed before, so it is not a
+default; ``ChromiumLauncher(extra_args=LOW_END_ARGS)`` turns it on."""
 STABILITY_ARGS = ("--disable-site-isolation-trials",)
 """Flags every worker's browser gets so that no sequence of documents crashes it (see the
 module docstring); ``new_worker(site_isolation_trials=True)`` leaves them out (the benchmark

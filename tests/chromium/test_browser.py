@@ -945,3 +945,20 @@ def _command(pid: int) -> list[str]:
 def _parent(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+@chromium
+async def test_a_document_that_builds_a_large_data_set_in_script_prints(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    """Chromium's low-end device mode (``browser.LOW_END_ARGS``) cuts a warm page's memory but
+    lowers the script heap's limit: this page (12 million small objects, a few hundred MB)
+    crashed under it. The workers' default flags leave the limit alone."""
+    assert not set(browser.LOW_END_ARGS) & set(browser.MEMORY_ARGS + browser.BASE_ARGS)
+    html = (
+        "<p id=o>?</p><script>const rows = [];"
+        "for (let i = 0; i < 12000000; i++) rows.push({n: i, s: 'r' + i});"
+        "document.getElementById('o').textContent = 'rows ' + rows.length;</script>"
+    )
+    async with make_pool(launcher.new_worker, render_timeout=120.0) as pool:
+        assert "rows 12000000" in pdf_text(await pool.render(html, OPTIONS, javascript=True))
