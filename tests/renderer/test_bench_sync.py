@@ -185,4 +185,4 @@ def test_a_trees_cpu_keeps_what_an_exited_process_spent() -> None:
         child.wait()
     after = tree.total_s()  # the child is gone from /proc now
     assert child.pid not in footprint.descendants(os.getpid(), footprint.parents())
-    assert after >= before + spent
+    assert after - before >= spent - 1e-6  # CPU clock ticks of 0.01 s: equal is possible
