@@ -144,13 +144,13 @@ async def scale(
     )
     replicas = int(deployment.get("spec", {}).get("replicas", 0))
     if decision.replicas < replicas:
-        answered = {n: load for n, load in loads.items() if isinstance(load, observing.PodLoad)}
+        busy, ages = busy_and_ages(found, loads)
         decision = policy.held_for_jobs(
             decision,
             current=replicas,
             outliving=policy.outliving(
-                {n: load.busy for n, load in answered.items()},
-                oldest_s_by_pod={n: load.oldest_s for n, load in answered.items()},
+                busy,
+                oldest_s_by_pod=ages,
                 render_s=observation.mean_render_s,
                 drain_s=spec.drain_timeout_s,
             ),
@@ -294,6 +294,18 @@ async def resize_pools(
     return resized, failures
 
 
+def busy_and_ages(
+    pods: Sequence[Pod], loads: Loads
+) -> tuple[dict[str, int | None], dict[str, float | None]]:
+    """Per pod: its busy browsers and its oldest job's age, as its renderer said them (None: it
+    did not answer, or is too old to say its oldest job)."""
+    answered = {
+        pod.name: load for pod in pods if isinstance(load := loads.get(pod.name), observing.PodLoad)
+    }
+    busy = {pod.name: load.busy if (load := answered.get(pod.name)) else None for pod in pods}
+    return busy, {name: load.oldest_s for name, load in answered.items()}
+
+
 async def mark_idlest(
     kube: k8s.Kube,
     *,
@@ -305,12 +317,8 @@ async def mark_idlest(
 ) -> None:
     """Deletion costs from the policy's helper: a pod whose running job would outlive its drain
     (``drain_s``) last, then the idlest first; unknown load is spared."""
-    answered = {
-        pod.name: load for pod in pods if isinstance(load := loads.get(pod.name), observing.PodLoad)
-    }
-    busy = {pod.name: load.busy if (load := answered.get(pod.name)) else None for pod in pods}
-    oldest = {name: load.oldest_s for name, load in answered.items()}
-    costs = policy.deletion_costs(busy, oldest_s_by_pod=oldest, render_s=render_s, drain_s=drain_s)
+    busy, ages = busy_and_ages(pods, loads)
+    costs = policy.deletion_costs(busy, oldest_s_by_pod=ages, render_s=render_s, drain_s=drain_s)
     for pod in pods:
         cost = str(costs[pod.name])
         if pod.deletion_cost == cost:

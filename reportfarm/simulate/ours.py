@@ -64,7 +64,7 @@ class PolicyController:
                 decision,
                 current=farm.replicas,
                 outliving=policy.outliving(
-                    dict(farm.busy_by_pod(now)),
+                    farm.busy_by_pod(now),
                     oldest_s_by_pod=farm.oldest_by_pod(now),
                     render_s=observation.mean_render_s,
                     drain_s=farm.timings.drain_timeout_s,
@@ -101,7 +101,7 @@ class PolicyController:
             loads = dict.fromkeys(loads)
         costs = policy.deletion_costs(
             loads,
-            oldest_s_by_pod=dict(farm.oldest_by_pod(now)),
+            oldest_s_by_pod=farm.oldest_by_pod(now),
             render_s=render_s,
             drain_s=farm.timings.drain_timeout_s,
         )
