@@ -162,6 +162,49 @@ def test_a_stamp_in_any_script_the_faces_cover_is_drawn_embedded_and_valid(
         assert word in text
 
 
+def test_stamps_never_cut_the_face_they_share_and_embed_every_glyph_they_show(
+    signer: signing.Signer,
+) -> None:
+    """Each process reads a face's tables once and shares them between stamps; fontTools cuts a
+    subset in place, so each stamp's subset is cut from a copy. Three stamps with glyphs no
+    earlier one had (no kept subset): the shared face keeps every glyph, and each stamp's
+    embedded program has an outline for every glyph it shows."""
+    from fontTools.ttLib import TTFont
+    from reportfarm_renderer.finishing import stamp
+
+    first = fonts.faces()[0]
+    whole = TTFont(io.BytesIO(stamp._outlines(first)))
+    for reason in ("Quartz jinx vow", "Zebra fjord 0815", "Ærøskøbing Łódź ő ř"):
+        pdf = signed(signer, Signature(visible=True, reason=reason))
+        with pikepdf.open(io.BytesIO(pdf)) as opened:
+            [widget] = opened.Root.AcroForm.Fields
+            shown = {int.from_bytes(code) for code in stamp_codes(widget.AP.N)}
+            font = next(iter(widget.AP.N.Resources.Font.values()))
+            program = font.DescendantFonts[0].FontDescriptor.FontFile2.read_bytes()
+        embedded = TTFont(io.BytesIO(program))
+        cut, order, full = embedded["glyf"], embedded.getGlyphOrder(), whole.getGlyphOrder()
+        outlines = {cid: cut[order[cid]].numberOfContours for cid in shown}
+        assert outlines == {cid: whole["glyf"][full[cid]].numberOfContours for cid in shown}
+        assert any(outlines.values()), reason
+    parsed = stamp._parsed(first)
+    assert parsed is not None
+    assert len(parsed.tt.getGlyphOrder()) == len(whole.getGlyphOrder())
+    assert len(parsed.tt["glyf"].keys()) == len(whole["glyf"].keys())
+
+
+def stamp_codes(appearance: pikepdf.Object):  # type: ignore[no-untyped-def]
+    """The two-byte codes shown in the stamp's first font (F1, the Latin face's: Identity-H)."""
+    current = None
+    for operands, operator in pikepdf.parse_content_stream(appearance):
+        if str(operator) == "Tf":
+            current = str(operands[0])
+        elif str(operator) in ("Tj", "TJ") and current == "/F1":
+            for operand in operands[0] if str(operator) == "TJ" else operands:
+                if isinstance(operand, pikepdf.String):
+                    codes = bytes(operand)
+                    yield from (codes[i : i + 2] for i in range(0, len(codes), 2))
+
+
 def notdef_glyphs(appearance: pikepdf.Object):  # type: ignore[no-untyped-def]
     """Glyph 0 (.notdef) shown by the stamp's text (its fonts are Identity-H: codes are CIDs,
     and CID 0 is .notdef in either kind of font pyHanko embeds)."""

@@ -16,11 +16,16 @@ stored as PDF/A. Costs a pass over the page content streams (pikepdf's parser, i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pikepdf
 
 from reportfarm.finishing import FinishError
 
 TEXT_SHOWING = frozenset({"Tj", "TJ", "'", '"'})
+READ = "Tf Tj TJ ' \" Do"
+"""The operators the check reads: pikepdf's parser makes Python objects of these alone (every
+other instruction of a page, most of them, stays in C++)."""
 
 
 def check(document: pikepdf.Pdf) -> None:
@@ -63,28 +68,33 @@ def _content(
         _embedded(fonts[name], name, page)
     current: pikepdf.Object | None = None
     current_name = ""
-    for instruction in pikepdf.parse_content_stream(owner):
+    identity: dict[str, bool] = {}  # by font name: read once, not at every text operator
+    for instruction in pikepdf.parse_content_stream(owner, READ):
         if isinstance(instruction, pikepdf.ContentStreamInlineImage):
             continue
         operands, op = instruction.operands, str(instruction.operator)
         if op == "Tf":
             current_name = str(operands[0])
             current = fonts.get(current_name) if current_name in fonts else None
-        elif op in TEXT_SHOWING and current is not None and _identity(current):
-            strings = operands[0] if op == "TJ" else operands[-1:]
-            if any(
-                isinstance(item, pikepdf.String) and _has_notdef(bytes(item)) for item in strings
-            ):
-                raise FinishError(
-                    f"PDF/A rule 6.2.11.8 (no .notdef glyph): page {page} shows a character "
-                    f"no installed font draws (font {current_name} "
-                    f"{str(current.get('/BaseFont', '?'))[1:]}): a character of the "
-                    "document's text that no font of the farm has"
-                )
+            if current is not None and current_name not in identity:
+                identity[current_name] = _identity(current)
+        elif op in TEXT_SHOWING and current is not None and identity[current_name]:
+            _shown(operands[0] if op == "TJ" else operands[-1:], current, current_name, page)
         elif op == "Do" and str(operands[0]) in xobjects:
             form = xobjects[str(operands[0])]
             if isinstance(form, pikepdf.Stream) and form.get("/Subtype") == "/Form":
                 _content(form, form.get("/Resources", resources), page, seen)
+
+
+def _shown(strings: Iterable[object], font: pikepdf.Object, name: str, page: int) -> None:
+    """Fails when a string shown in ``font`` (an identity-mapped one) holds ``.notdef``."""
+    if any(isinstance(item, pikepdf.String) and _has_notdef(bytes(item)) for item in strings):
+        raise FinishError(
+            f"PDF/A rule 6.2.11.8 (no .notdef glyph): page {page} shows a character "
+            f"no installed font draws (font {name} "
+            f"{str(font.get('/BaseFont', '?'))[1:]}): a character of the "
+            "document's text that no font of the farm has"
+        )
 
 
 def _embedded(font: pikepdf.Object, name: str, page: int) -> None:
@@ -113,4 +123,10 @@ def _identity(font: pikepdf.Object) -> bool:
 
 
 def _has_notdef(codes: bytes) -> bool:
-    return any(codes[index : index + 2] == b"\0\0" for index in range(0, len(codes) - 1, 2))
+    """Whether a two-byte code of ``codes`` is 0 (``.notdef``), at an even offset."""
+    at = codes.find(b"\0\0")
+    while at != -1:
+        if at % 2 == 0:
+            return True
+        at = codes.find(b"\0\0", at + 1)
+    return False

@@ -52,13 +52,17 @@ class _FaceFont(FontEngineFactory):
 
         if obj_stream is None and writer.stream_xrefs:
             obj_stream = writer.prepare_object_stream()
-        engine = _engine_class()(
+        engine_class = _engine_class()
+        parsed = _parsed(self.face)
+        if parsed is not None:  # TrueType: the face's tables read once, not per stamp
+            return engine_class.of_parsed(writer, self.face, parsed, obj_stream=obj_stream)
+        engine = engine_class(
             writer=writer,
             font_handle=io.BytesIO(_outlines(self.face)),
             font_size=FONT_SIZE,
             obj_stream=obj_stream,
         )
-        engine.face_name = self.face.name
+        engine.face = self.face
         engine.hb_font = uharfbuzz.Font(_shaping(self.face))
         return engine
 
@@ -76,17 +80,60 @@ def _engine_class() -> Any:
     from pyhanko.pdf_utils.font.opentype import CIDFontType2, GlyphAccumulator
 
     class Engine(GlyphAccumulator):
-        face_name = ""
+        face: fonts.Face | None = None
+
+        @classmethod
+        def of_parsed(
+            cls, writer: BasePdfFileWriter, face: fonts.Face, parsed: _Parsed, obj_stream: Any
+        ) -> Engine:
+            """An engine on ``parsed`` (shared, read only): what ``GlyphAccumulator.__init__``
+            sets for a TrueType face, without reading the face's tables again (~15-30 ms of
+            CPU a stamp, most of a visible signature's own). The subset is cut from a fresh
+            copy (:meth:`_extract_subset`): fontTools subsets in place."""
+            import uharfbuzz
+
+            engine = cls.__new__(cls)
+            FontEngine.__init__(
+                engine,
+                writer,
+                parsed.ps_name,
+                embedded_subset=True,
+                obj_stream=obj_stream,
+                font_size=FONT_SIZE,
+            )
+            engine.face = face
+            engine.hb_font = uharfbuzz.Font(_shaping(face))
+            engine.tt = parsed.tt
+            engine._font_ref = writer.allocate_placeholder()
+            engine.cff_charset = None
+            engine.use_raw_gids = True
+            engine.cidfont_obj = CIDFontType2(parsed.tt, parsed.ps_name, engine.subset_prefix)
+            engine.features = None
+            engine.units_per_em = parsed.units_per_em
+            engine._glyphs = {}
+            engine._glyph_set = parsed.glyph_set
+            engine._cid_to_unicode = {}
+            engine._GlyphAccumulator__reverse_cmap = None  # type: ignore[attr-defined]
+            engine.ot_language_tag = engine.ot_script_tag = None
+            engine.writing_direction = None
+            engine.bcp47_lang_code = None
+            engine._subset_created = engine._write_prepared = False
+            return engine
 
         def _extract_subset(self, options: Any = None) -> None:
             if not isinstance(self.cidfont_obj, CIDFontType2):  # CFF (CJK): cut each time
                 super()._extract_subset(options)
                 return
-            key = (self.face_name, frozenset(self._glyphs))
+            assert self.face is not None
+            key = (self.face.name, frozenset(self._glyphs))
             kept = _SUBSETS.get(key)
             if kept is not None:  # the same glyphs (ids kept): the same program
                 self.cidfont_obj._tt = TTFont(io.BytesIO(kept), lazy=True)
                 return
+            parsed = _parsed(self.face)
+            if parsed is not None and self.tt is parsed.tt:  # never cut the shared one
+                self.tt = TTFont(io.BytesIO(_outlines(self.face)))
+                self.cidfont_obj._tt = self.tt
             super()._extract_subset(options)
             out = io.BytesIO()
             self.tt.save(out)
@@ -96,6 +143,40 @@ def _engine_class() -> Any:
                 _SUBSETS[key] = out.getvalue()
 
     return Engine
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parsed:
+    """A TrueType face's tables, read once per process: what shaping and measuring read."""
+
+    tt: Any
+    glyph_set: Any
+    ps_name: str
+    units_per_em: int
+
+
+@functools.cache
+def _parsed(face: fonts.Face) -> _Parsed | None:
+    """``face``'s outlines parsed, every table a stamp reads loaded now (so threads only read);
+    None for a CFF face (CJK), which pyHanko embeds its own way."""
+    from fontTools.ttLib import TTFont
+
+    tt = TTFont(io.BytesIO(_outlines(face)))
+    if "glyf" not in tt:
+        return None
+    for tag in ("head", "hhea", "hmtx", "maxp", "loca", "glyf", "cmap", "OS/2", "post", "name"):
+        if tag in tt:
+            tt[tag]  # fontTools loads a table when it is first read
+    tt.getGlyphOrder()
+    names = [record for record in tt["name"].names if record.nameID == 6]
+    if not names:
+        return None
+    return _Parsed(
+        tt=tt,
+        glyph_set=tt.getGlyphSet(preferCFF=True),
+        ps_name=names[0].toUnicode(),
+        units_per_em=tt["head"].unitsPerEm,
+    )
 
 
 @functools.cache
@@ -126,6 +207,7 @@ def warm() -> None:
     first = fonts.faces()[0]
     _outlines(first)
     _shaping(first)
+    _parsed(first)
 
 
 class _RunsBox(TextBox):
