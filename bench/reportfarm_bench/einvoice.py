@@ -182,9 +182,12 @@ async def run(
             ):
                 await client.ensure()
                 await worker.watching(_up(worker.port))
-                for kind in kinds:  # warm: browsers, finishing processes, Saxon's compile
+                # warm: browsers, Saxon's compile, and every finishing process (each one's
+                # first signature sizes its placeholder, ~100-200 ms once: a chunk of a couple
+                # of jobs warmed only some of them, and the rest paid it inside the rounds)
+                for kind in kinds:
                     log(f"warming up: {kind.name}")
-                    await _chunk(client, worker, kind, max(2, pool_size), None)
+                    await _chunk(client, worker, kind, max(chunk, 2 * pool_size), None)
                 for index in range(rounds):
                     order = list(kinds) if index % 2 == 0 else list(reversed(kinds))
                     for kind in order:
