@@ -193,3 +193,69 @@ def test_the_check_names_encryption_a_missing_output_intent_and_a_font_not_embed
         pytest.raises(finishing.FinishError, match=r"rule 6\.1\.3 \(no encryption\)"),
     ):
         pdfacheck.check(locked)
+
+
+def _identity_font_document(content: bytes, *, in_form: bool) -> pikepdf.Pdf:
+    """A page that shows ``content`` in an embedded Identity-H font, on the page or in a form."""
+    document = pikepdf.new()
+    document.add_blank_page()
+    document.Root.OutputIntents = pikepdf.Array(
+        [pikepdf.Dictionary(DestOutputProfile=document.make_stream(b"icc"))]
+    )
+    descendant = pikepdf.Dictionary(
+        Type=pikepdf.Name.Font,
+        Subtype=pikepdf.Name.CIDFontType2,
+        BaseFont=pikepdf.Name("/AAAAAA+Face"),
+        CIDToGIDMap=pikepdf.Name.Identity,
+        FontDescriptor=pikepdf.Dictionary(FontFile2=document.make_stream(b"glyf")),
+    )
+    fonts = pikepdf.Dictionary(
+        F1=pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.Type0,
+            BaseFont=pikepdf.Name("/AAAAAA+Face"),
+            Encoding=pikepdf.Name("/Identity-H"),
+            DescendantFonts=pikepdf.Array([descendant]),
+        )
+    )
+    page = document.pages[0]
+    if in_form:
+        form = document.make_stream(content)
+        form.Type, form.Subtype = pikepdf.Name.XObject, pikepdf.Name.Form
+        form.BBox = pikepdf.Array([0, 0, 100, 100])
+        form.Resources = pikepdf.Dictionary(Font=fonts)
+        page.obj.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(X1=form))
+        page.obj.Contents = document.make_stream(b"q /X1 Do Q")
+    else:
+        page.obj.Resources = pikepdf.Dictionary(Font=fonts)
+        page.obj.Contents = document.make_stream(content)
+    return document
+
+
+@pytest.mark.parametrize("in_form", [False, True], ids=["page", "form"])
+@pytest.mark.parametrize(
+    ("shown", "notdef"),
+    [
+        (b"<0029> Tj 5 0 Td <0044> Tj", False),
+        (b"<00100003> Tj", False),  # zero digits, but no code 0: parsed, and passes
+        (b"[<0029> -20 <0003>] TJ", False),
+        (b"(\\000\\051) Tj", False),
+        (b"<0000> Tj", True),
+        (b"<00 0 0> Tj", True),  # whitespace inside a hex string
+        (b"<000> Tj", True),  # an odd digit count ends with a 0
+        (b"[<0029> -20 <00030000>] TJ", True),
+        (b"(\\000\\000) Tj", True),
+        (b"[(\\000\\051\\000\\000)] TJ", True),
+        (b"0 0 Td (\\000\\000) '", True),
+    ],
+)
+def test_the_check_finds_a_notdef_however_the_content_writes_it(
+    shown: bytes, notdef: bool, in_form: bool
+) -> None:
+    """The cheap pass over the content's bytes only skips text that cannot show code 0."""
+    document = _identity_font_document(b"BT /F1 12 Tf " + shown + b" ET", in_form=in_form)
+    if notdef:
+        with pytest.raises(finishing.FinishError, match=r"rule 6\.2\.11\.8 .*page 1"):
+            pdfacheck.check(document)
+    else:
+        pdfacheck.check(document)

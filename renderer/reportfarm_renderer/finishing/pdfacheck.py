@@ -16,6 +16,7 @@ stored as PDF/A. Costs a pass over the page content streams (pikepdf's parser, i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import pikepdf
@@ -26,6 +27,11 @@ TEXT_SHOWING = frozenset({"Tj", "TJ", "'", '"'})
 READ = "Tf Tj TJ ' \" Do"
 """The operators the check reads: pikepdf's parser makes Python objects of these alone (every
 other instruction of a page, most of them, stays in C++)."""
+ZEROS = re.compile(rb"<[0-9A-Fa-f\s]*?0\s*0\s*0\s*[0>]")
+"""Four zero digits in a hex string, or three at its end (an odd count ends with a 0): where a
+two-byte code 0 could be. Chromium shows its glyphs
+as hex strings (``<0029> Tj``); without these, and without a literal string, no text of the
+content can show ``.notdef``, and only its forms (``Do``) are read."""
 
 
 def check(document: pikepdf.Pdf) -> None:
@@ -69,7 +75,8 @@ def _content(
     current: pikepdf.Object | None = None
     current_name = ""
     identity: dict[str, bool] = {}  # by font name: read once, not at every text operator
-    for instruction in pikepdf.parse_content_stream(owner, READ):
+    operators = READ if _may_show_notdef(owner) else "Do"
+    for instruction in pikepdf.parse_content_stream(owner, operators):
         if isinstance(instruction, pikepdf.ContentStreamInlineImage):
             continue
         operands, op = instruction.operands, str(instruction.operator)
@@ -84,6 +91,22 @@ def _content(
             form = xobjects[str(operands[0])]
             if isinstance(form, pikepdf.Stream) and form.get("/Subtype") == "/Form":
                 _content(form, form.get("/Resources", resources), page, seen)
+
+
+def _may_show_notdef(owner: pikepdf.Object) -> bool:
+    """Whether ``owner``'s content (a page's streams, or a form's) holds a literal string or a
+    hex string with four zero digits: a cheap pass over its bytes that rules most pages out."""
+    contents = owner.get("/Contents") if isinstance(owner, pikepdf.Dictionary) else owner
+    if isinstance(owner, pikepdf.Stream):
+        contents = owner
+    streams = contents if isinstance(contents, pikepdf.Array) else [contents]
+    for stream in streams:
+        if not isinstance(stream, pikepdf.Stream):
+            continue
+        data = stream.read_bytes()
+        if b"(" in data or ZEROS.search(data):
+            return True
+    return False
 
 
 def _shown(strings: Iterable[object], font: pikepdf.Object, name: str, page: int) -> None:
