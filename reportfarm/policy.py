@@ -37,6 +37,10 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
 7. Render time: the renderers' mean over the renders that ended since the last decision, weighted
    by their count against the previous estimate (``render_smoothing_renders``): a few renders,
    one of them long, are not the mean.
+8. Recurring backlogs (``recurring_backlog_hold_s``, off by default): a drained backlog's
+   browsers are held for a while when another backlog began shortly before it
+   (``reportfarm.recurrence``); measured in docs/comparison/keda.md, it costs more than it saves
+   on the shape suite.
 """
 
 from __future__ import annotations
