@@ -8,7 +8,7 @@ that land every few minutes, where each batch waits a pod start that a warm pool
 saved. KEDA's scale-down window keeps ``depth / queueLength`` pods after every backlog, by
 accident; here a drained backlog's browsers are kept only when another backlog began within
 ``recurring_backlog_within_s`` before it, for ``recurring_backlog_hold_s``, and never more than
-the pool runs when it drains (the hold keeps pods, it never starts one).
+the pool runs at the decision (the hold keeps pods, it never starts one).
 
 Pure, like the policy: :func:`track` takes the memory (``policy.State``) and one decision's
 readings and gives the memory back; :func:`held` is the browsers the hold asks for now.
