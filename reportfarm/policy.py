@@ -37,6 +37,10 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
 7. Render time: the renderers' mean over the renders that ended since the last decision, weighted
    by their count against the previous estimate (``render_smoothing_renders``): a few renders,
    one of them long, are not the mean.
+8. Recurring backlogs (``recurring_backlog_hold_s``, off by default): a drained backlog's
+   browsers are held for a while when another backlog began shortly before it
+   (``reportfarm.recurrence``); measured in docs/comparison/keda.md, it costs more than it saves
+   on the shape suite.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from reportfarm import capacity
+from reportfarm import capacity, recurrence
 
 
 class Reason(enum.StrEnum):
@@ -149,6 +153,16 @@ class PoolSpec:
     """Scale down only to the highest need seen in this window."""
     scale_to_zero_idle_s: float = 300.0
     """With ``min_replicas == 0``: scale to zero after this long without any work."""
+    recurring_backlog_hold_s: float = 0.0
+    """After a backlog drains, keep the browsers the pool ran for it (at most the current ones)
+    this long when backlogs recur: another backlog began within ``recurring_backlog_within_s``
+    before this one. Batch runs every few minutes then find the pods warm (what KEDA's scale-down
+    window does for every backlog); a lone batch's pods still go at once. 0: off, a drained
+    backlog is never held (the window holds only the steady need). Trades pod-seconds for waits:
+    ``reportfarm simulate --suite`` measures both."""
+    recurring_backlog_within_s: float = 300.0
+    """Two backlogs that begin within this long of each other recur (see
+    ``recurring_backlog_hold_s``)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
@@ -169,7 +183,12 @@ class PoolSpec:
             raise ValueError("need 0 < target_utilization <= 1 and 0 <= tolerance < 1")
         if self.blind_tolerance < 0:
             raise ValueError("blind_tolerance must be >= 0")
-        windows = (self.scale_down_stabilization_s, self.scale_to_zero_idle_s)
+        windows = (
+            self.scale_down_stabilization_s,
+            self.scale_to_zero_idle_s,
+            self.recurring_backlog_hold_s,
+            self.recurring_backlog_within_s,
+        )
         if (
             min(*windows, self.busy_smoothing_s, self.sustained_s, self.render_smoothing_renders)
             < 0
@@ -245,9 +264,19 @@ class State:
     trend: tuple[tuple[float, float], ...] = ()
     """(time, the depth's growth in jobs/s) of the recent decisions, ``sustained_s`` long:
     a growth seen at every one of them is sustained (a higher arrival rate), not a batch."""
+    backlogs: tuple[float, ...] = ()
+    """When the recent backlogs began (``recurring_backlog_within_s`` of them, the current one
+    last); empty while ``recurring_backlog_hold_s`` is 0."""
+    backlogged: bool = False
+    """A backlog waited at the last decision (more than the accepted wait's worth of jobs)."""
+    backlog_peak: int = 0
+    """The most browsers the pool ran during the current (or last) backlog."""
+    hold: tuple[float, int] | None = None
+    """(until, browsers): a drained recurring backlog's browsers, kept until then."""
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-ready dict (camelCase keys, as Kubernetes status fields)."""
+        hold = None if self.hold is None else self.hold[1]
         return {
             "window": [{"at": at, "browsers": browsers} for at, browsers in self.window],
             "lastWorkAt": self.last_work_at,
@@ -259,6 +288,10 @@ class State:
             "renderSeconds": self.render_s,
             "depth": self.depth,
             "trend": [{"at": at, "growth": growth} for at, growth in self.trend],
+            "backlogs": list(self.backlogs),
+            "backlogged": self.backlogged,
+            "backlogPeak": self.backlog_peak,
+            "hold": None if self.hold is None else {"until": self.hold[0], "browsers": hold},
         }
 
     @classmethod
@@ -278,6 +311,7 @@ class State:
         window = tuple(
             (float(item["at"]), int(item["browsers"])) for item in data.get("window") or ()
         )
+        hold = data.get("hold")
         return cls(
             window=window,
             last_work_at=number("lastWorkAt"),
@@ -291,6 +325,10 @@ class State:
             trend=tuple(
                 (float(item["at"]), float(item["growth"])) for item in data.get("trend") or ()
             ),
+            backlogs=tuple(float(at) for at in data.get("backlogs") or ()),
+            backlogged=bool(data.get("backlogged")),
+            backlog_peak=integer("backlogPeak") or 0,
+            hold=None if not hold else (float(hold["until"]), int(hold["browsers"])),
         )
 
 
@@ -499,6 +537,13 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
             blind=blind,
         )
 
+    state = recurrence.track(
+        state,
+        spec=spec,
+        now=now,
+        backlogged=None if blind else _backlogged(observation, spec, render_s=render_s),
+        capacity=cur_replicas * cur_bpp,
+    )
     steady, backlog = _needs(
         observation, spec, concurrency=average, render_s=render_s, growth=growth
     )
@@ -531,6 +576,8 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         rising=rising and spec.project_growth,
     )
     need, raw = held + backlog, steady + backlog
+    recurring = recurrence.held(state, now=now, capacity=cur_replicas * cur_bpp)
+    need = max(need, recurring)  # a drained backlog's browsers, when backlogs recur
     state = dataclasses.replace(state, window=window)
     idle_for = now - last_work_at
     current = (cur_replicas, cur_bpp)
@@ -571,6 +618,8 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         else:
             reason = Reason.STEADY if up == current else Reason.WITHIN_TOLERANCE
         message = f"need {need} browsers (now {raw}): keeping {replicas} pods x {bpp} browsers"
+        if recurring > held + backlog:
+            message += " (backlogs recur: the last one's browsers are held)"
     return _decision(
         state=state,
         now=now,
@@ -597,6 +646,13 @@ def _render_time(observation: Observation, spec: PoolSpec, *, state: State) -> f
     return last + (seen - last) * weight
 
 
+def _backlogged(observation: Observation, spec: PoolSpec, *, render_s: float | None) -> bool:
+    """A backlog waits: the waiting jobs are more than one browser renders within the accepted
+    wait (the in-flight messages, counted in the depth, are the busy browsers)."""
+    waiting = max(0, (observation.queue_depth or 0) - (observation.busy_browsers or 0))
+    return waiting * (render_s or spec.default_render_s) > spec.target_wait_s
+
+
 def _steady_average(
     observation: Observation,
     spec: PoolSpec,
@@ -615,9 +671,7 @@ def _steady_average(
     busy = observation.busy_browsers
     if busy is None:
         return state.busy_average
-    waiting = max(0, (observation.queue_depth or 0) - busy)
-    backlogged = waiting * (render_s or spec.default_render_s) > spec.target_wait_s
-    if not backlogged:
+    if not _backlogged(observation, spec, render_s=render_s):
         counted = observation.completed is not None and arrivals is not None
         sample = min(float(busy), arrivals) if counted and arrivals is not None else float(busy)
     elif not rising or arrivals is None or state.busy_average is None:  # draining, or a batch

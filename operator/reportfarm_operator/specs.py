@@ -43,7 +43,11 @@ DEFAULTS: dict[str, Any] = {
     "browsersPerPod": {"min": 1, "max": 4},
     "browser": {"cpu": "500m", "memory": "512Mi"},
     "target": {"queueWaitSeconds": 30, "interactiveQueueWaitSeconds": 5},
-    "scaleDown": {"stabilizationSeconds": 60},
+    "scaleDown": {
+        "stabilizationSeconds": 60,
+        "recurringBacklogHoldSeconds": 0,
+        "recurringBacklogWithinSeconds": 300,
+    },
     "scaleToZero": {"idleSeconds": 300},
     "terminationGracePeriodSeconds": 60,
     "visibilityTimeoutSeconds": 60,
@@ -171,6 +175,8 @@ def pool_spec(spec: Mapping[str, Any]) -> policy.PoolSpec:
         interactive_target_wait_s=None if interactive_wait is None else float(interactive_wait),
         jobs_per_browser=None if jobs_per_browser is None else float(jobs_per_browser),
         scale_down_stabilization_s=float(get(spec, "scaleDown", "stabilizationSeconds")),
+        recurring_backlog_hold_s=float(get(spec, "scaleDown", "recurringBacklogHoldSeconds")),
+        recurring_backlog_within_s=float(get(spec, "scaleDown", "recurringBacklogWithinSeconds")),
         scale_to_zero_idle_s=float(get(spec, "scaleToZero", "idleSeconds")),
     )
 

@@ -53,6 +53,12 @@ def parser() -> argparse.ArgumentParser:
         help="our ReportPool's scale-down stabilization (60)",
     )
     p.add_argument(
+        "--recurring-backlog-hold-s",
+        type=float,
+        default=None,
+        help="our ReportPool's hold of a drained backlog's pods when backlogs recur (0: off)",
+    )
+    p.add_argument(
         "--baseline",
         default="tuned",
         choices=baseline.PRESETS,
@@ -131,6 +137,7 @@ def scenario_from(args: argparse.Namespace) -> running.Scenario:
     pool = {
         "target_wait_s": args.target_wait_s,
         "scale_down_stabilization_s": args.scale_down_window_s,
+        "recurring_backlog_hold_s": args.recurring_backlog_hold_s,
     }
     pool_changes = {key: value for key, value in pool.items() if value is not None}
     if pool_changes:

@@ -265,6 +265,11 @@ def test_the_crd_fills_in_defaults(custom: Any, namespace: str) -> None:
     assert spec["queue"]["connectionSecretRef"]["key"] == "connection-string"
     assert spec["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}
     assert spec["terminationGracePeriodSeconds"] == 60
+    assert spec["scaleDown"] == {
+        "stabilizationSeconds": 60,
+        "recurringBacklogHoldSeconds": 0,
+        "recurringBacklogWithinSeconds": 300,
+    }
 
 
 class Cluster:

@@ -280,6 +280,25 @@ def test_the_operator_defaults_are_the_crd_defaults() -> None:
             assert node["default"] == value, key
 
 
+def test_the_scale_down_fields_reach_the_policy() -> None:
+    body = pool(
+        scaleDown={
+            "stabilizationSeconds": 30,
+            "recurringBacklogHoldSeconds": 90,
+            "recurringBacklogWithinSeconds": 240,
+        }
+    )
+    given = specs.parse(body.spec).policy
+    assert given.scale_down_stabilization_s == 30.0
+    assert (given.recurring_backlog_hold_s, given.recurring_backlog_within_s) == (90.0, 240.0)
+    defaulted = specs.parse(pool().spec).policy  # an object stored before the fields existed
+    assert (
+        defaulted.recurring_backlog_hold_s
+        == specs.DEFAULTS["scaleDown"]["recurringBacklogHoldSeconds"]
+    )
+    assert defaulted.recurring_backlog_within_s == 300.0
+
+
 def test_the_crd_keeps_status_fields_and_validates_limits() -> None:
     crd = yaml.safe_load(CRD.read_text())
     [version] = crd["spec"]["versions"]

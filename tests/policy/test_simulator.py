@@ -320,6 +320,12 @@ def test_cli_frontier_plots_both_sides(
     assert plot.read_bytes().startswith(b"\x89PNG")
 
 
+def test_cli_sets_our_pools_recurring_backlog_hold() -> None:
+    held = cli.scenario_from(cli.parser().parse_args(["--recurring-backlog-hold-s", "60"]))
+    assert held.spec.recurring_backlog_hold_s == 60.0
+    assert cli.scenario_from(cli.parser().parse_args([])).spec.recurring_backlog_hold_s == 0.0
+
+
 def test_cli_rejects_a_bad_blind_window(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["--blind", "30-10"])

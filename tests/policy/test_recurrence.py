@@ -1,0 +1,145 @@
+"""Recurring backlogs: a drained backlog's browsers are held when backlogs recur, and only then
+(``PoolSpec.recurring_backlog_hold_s``, ``reportfarm.recurrence``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reportfarm import policy, recurrence
+
+# 1 s renders, a 10 s target, pods ready at once, no steady window: a backlog of 200 jobs needs
+# 20 browsers (5 pods of 4), and only the hold can keep them once it drained.
+POOL: dict[str, Any] = dict(
+    pod_start_s=0.0,
+    target_utilization=1.0,
+    busy_smoothing_s=0.0,
+    default_render_s=1.0,
+    target_wait_s=10.0,
+    max_replicas=10,
+    pod_cpu=2.0,
+    browser_cpu=0.5,
+    scale_down_stabilization_s=0.0,
+    scale_to_zero_idle_s=300.0,
+)
+BATCH = ((200, 4), (120, 20), (20, 20), (0, 0))
+"""(depth, busy) at four ticks 5 s apart: a batch lands, 5 pods drain it, it is gone."""
+IDLE = ((0, 0),)
+
+
+def pool(**changes: Any) -> policy.PoolSpec:
+    return policy.PoolSpec(**{**POOL, **changes})
+
+
+def replay(
+    spec: policy.PoolSpec, ticks: list[tuple[int, int]], *, start: float = 1000.0
+) -> list[policy.Decision]:
+    """Decide every 5 s on (depth, busy); the pods the last decision asked are ready."""
+    state, decisions = policy.State(replicas=1, browsers_per_pod=4), []
+    for step, (depth, busy) in enumerate(ticks):
+        observation = policy.Observation(
+            now=start + 5 * step,
+            queue_depth=depth,
+            ready_replicas=state.replicas or 0,
+            browsers_per_pod=state.browsers_per_pod or 1,
+            busy_browsers=busy,
+        )
+        decision = policy.decide(observation, spec, state)
+        decisions.append(decision)
+        state = decision.state
+    return decisions
+
+
+def batches(gap_ticks: int, *, after: int) -> list[tuple[int, int]]:
+    """Two batches ``gap_ticks`` ticks apart (idle in between), then ``after`` idle ticks."""
+    return [*BATCH, *IDLE * gap_ticks, *BATCH, *IDLE * after]
+
+
+def test_a_recurring_backlog_is_held_for_the_hold_time() -> None:
+    decisions = replay(pool(recurring_backlog_hold_s=60.0), batches(8, after=14))
+    second = decisions[len(BATCH) + 8 :]
+    assert [d.replicas for d in second[:4]] == [5, 5, 5, 5]  # 5 pods drain it; kept when gone
+    drained_at = second[2].state.decided_at
+    held = [d for d in second[3:] if d.replicas == 5]
+    assert held and all(d.reason is policy.Reason.STABILIZING for d in held)
+    assert all(d.state.decided_at <= drained_at + 60.0 for d in held)  # type: ignore[operator]
+    assert "backlogs recur" in held[0].message
+
+
+def test_the_hold_expires() -> None:
+    decisions = replay(pool(recurring_backlog_hold_s=30.0), batches(8, after=10))
+    holds = [d.state.hold for d in decisions if d.state.hold is not None]
+    assert holds and holds[0][1] >= 20  # the second batch's 5 pods were held...
+    until = holds[0][0]
+    drained = [d for d in decisions if d.state.hold == holds[0]]
+    assert len(drained) >= 4 and all(d.replicas == 5 for d in drained)
+    late = [d for d in decisions if d.state.decided_at is not None and d.state.decided_at > until]
+    assert late and all(d.replicas == 1 for d in late)  # ...and let go when the hold ended
+    assert late[-1].reason is policy.Reason.WAITING_FOR_IDLE
+    assert late[-1].state.hold is None
+
+
+def test_a_lone_batch_is_not_held() -> None:
+    decisions = replay(pool(recurring_backlog_hold_s=60.0), [*BATCH, *IDLE * 5])
+    assert decisions[0].replicas >= 5
+    assert [d.replicas for d in decisions[3:]] == [1] * 6  # gone once drained
+    assert all(d.state.hold is None for d in decisions)
+
+
+def test_backlogs_further_apart_than_the_window_do_not_recur() -> None:
+    spec = pool(recurring_backlog_hold_s=60.0, recurring_backlog_within_s=30.0)
+    decisions = replay(spec, batches(8, after=3))  # the second begins 60 s after the first
+    assert decisions[-1].replicas == 1
+    assert all(d.state.hold is None for d in decisions)
+
+
+def test_the_knob_at_zero_changes_nothing() -> None:
+    script = batches(8, after=14)
+    off = replay(pool(recurring_backlog_hold_s=0.0), script)
+    assert [d.replicas for d in off[len(BATCH) + 8 :][3:]] == [1] * 15  # gone once drained
+    assert all(d.state.hold is None and not d.state.backlogs for d in off)
+
+
+def test_the_state_keeps_the_hold_through_the_status() -> None:
+    decisions = replay(pool(recurring_backlog_hold_s=60.0), batches(8, after=1))
+    state = decisions[-1].state
+    assert state.hold is not None and state.backlogs
+    assert policy.State.from_dict(state.to_dict()) == state
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ticks=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 40)), min_size=2, max_size=40),
+    hold=st.floats(5.0, 300.0),
+)
+def test_the_hold_only_keeps_pods_it_never_starts_one(
+    ticks: list[tuple[int, int]], hold: float
+) -> None:
+    """Any trace: with the hold, each decision runs at least the pods it would without the hold's
+    memory, and more only up to the pods the pool already ran."""
+    spec = pool(recurring_backlog_hold_s=hold)
+    state = policy.State(replicas=1, browsers_per_pod=4)
+    for step, (depth, busy) in enumerate(ticks):
+        observation = policy.Observation(
+            now=1000.0 + 5 * step,
+            queue_depth=depth,
+            ready_replicas=state.replicas or 0,
+            browsers_per_pod=4,
+            busy_browsers=busy,
+        )
+        with_hold = policy.decide(observation, spec, state)
+        forgotten = dataclasses.replace(state, hold=None)
+        without = policy.decide(observation, spec, forgotten)
+        assert with_hold.replicas >= without.replicas
+        assert with_hold.replicas <= max(without.replicas, state.replicas or 0)
+        state = with_hold.state
+
+
+def test_the_hold_never_asks_for_more_than_the_pool_runs() -> None:
+    memory = policy.State(hold=(1060.0, 20))
+    assert recurrence.held(memory, now=1000.0, capacity=8) == 8
+    assert recurrence.held(memory, now=1000.0, capacity=40) == 20
+    assert recurrence.held(memory, now=1060.0, capacity=40) == 0
