@@ -118,6 +118,29 @@ async def test_pod_loads_come_from_the_renderers_metrics(
     assert observing.mean_render_s(quiet) == pytest.approx(1.6 / 3)  # no new renders: lifetime
 
 
+async def test_the_finishing_stages_cpu_reaches_the_jobs_cpu(
+    renderer: Renderer, session: aiohttp.ClientSession
+) -> None:
+    """The renderer's ``reportfarm_stage_cpu_seconds`` (every finish_* stage) per interval: a
+    job's CPU is its print at the spec's browser CPU plus its finishing's, per render."""
+    watcher = observer(session, port=renderer.port)
+    render(renderer.metrics, 0.5, 0.5)
+    for stage, cpu in (("finish_pdfa", 0.1), ("finish_sign", 0.3), ("finish_facturx", 0.2)):
+        renderer.metrics.stage_cpu.labels(stage=stage).inc(cpu)
+    first = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert isinstance(load := first["pod-a"], observing.PodLoad)
+    assert load.finish_cpu_seconds == pytest.approx(0.6)
+    # 2 jobs: 2 x 0.5 s at 0.5 cores printing, 0.6 s finishing -> 0.55 s each.
+    assert observing.job_cpu_s(first, browser_cpu=0.5) == pytest.approx(0.55)
+    render(renderer.metrics, 1.0)
+    renderer.metrics.stage_cpu.labels(stage="finish_sign").inc(0.4)
+    second = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert observing.job_cpu_s(second, browser_cpu=0.5) == pytest.approx(0.5 + 0.4)
+    quiet = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert observing.job_cpu_s(quiet, browser_cpu=0.5) == pytest.approx((1.0 + 1.0) / 3)
+    assert observing.job_cpu_s({}, browser_cpu=0.5) is None  # no renders: unknown
+
+
 async def test_a_renderer_that_does_not_answer_reads_as_the_reason_why(
     session: aiohttp.ClientSession,
 ) -> None:
