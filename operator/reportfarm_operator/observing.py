@@ -96,17 +96,25 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     return None
 
 
+JOB_CPU_MIN_RENDERS = 20
+"""Fewer renders since the last reading than this: a job's CPU comes from the pods' lifetimes.
+A job's finishing ends after its render, often in the next interval, and a new pod's first jobs
+carry its finishing processes' warm-up: on the real node a few renders read 0.06 to 1.4 s a job
+within 10 s, and the pool's browsers flapped 1 -> 2 -> 1."""
+
+
 def job_cpu_s(loads: Mapping[str, PodLoad | None], *, browser_cpu: float) -> float | None:
-    """CPU seconds a job needs in its pod end to end, over every pod that answered (recent, else
-    lifetime): its print at the spec's ``browser_cpu`` for its render time (the renderer does not
-    measure the browsers' CPU) and its finishing stages' measured CPU; None before any render."""
+    """CPU seconds a job needs in its pod end to end, over every pod that answered (recent when
+    ``JOB_CPU_MIN_RENDERS`` ended since the last reading, else lifetime): its print at the spec's
+    ``browser_cpu`` for its render time (the renderer does not measure the browsers' CPU) and its
+    finishing stages' measured CPU; None before any render."""
     answered = [load for load in loads.values() if load is not None]
-    for count, seconds, cpu in (
-        ("renders", "render_seconds", "finish_cpu_seconds"),
-        ("lifetime_renders", "lifetime_render_seconds", "lifetime_finish_cpu_seconds"),
+    for count, seconds, cpu, least in (
+        ("renders", "render_seconds", "finish_cpu_seconds", JOB_CPU_MIN_RENDERS),
+        ("lifetime_renders", "lifetime_render_seconds", "lifetime_finish_cpu_seconds", 1),
     ):
         jobs = sum(getattr(load, count) for load in answered)
-        if jobs > 0:
+        if jobs >= least:
             return capacity.job_cpu_s(
                 print_cpu_s=browser_cpu * sum(getattr(load, seconds) for load in answered),
                 finish_cpu_s=sum(getattr(load, cpu) for load in answered),
