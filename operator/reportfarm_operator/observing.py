@@ -30,7 +30,7 @@ from azure.core import exceptions as azure_errors
 from azure.core.credentials_async import AsyncTokenCredential
 from prometheus_client import parser
 
-from reportfarm import capacity, contract, renderer_api
+from reportfarm import contract, renderer_api
 from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.queueing import JobQueue
@@ -97,29 +97,25 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
 
 
 JOB_CPU_MIN_RENDERS = 20
-"""Fewer renders since the last reading than this: a job's CPU comes from the pods' lifetimes.
+"""Fewer renders since the last reading than this: a job's finishing CPU comes from the pods'
+lifetimes.
 A job's finishing ends after its render, often in the next interval, and a new pod's first jobs
 carry its finishing processes' warm-up: on the real node a few renders read 0.06 to 1.4 s a job
 within 10 s, and the pool's browsers flapped 1 -> 2 -> 1."""
 
 
-def job_cpu_s(loads: Mapping[str, PodLoad | None], *, browser_cpu: float) -> float | None:
-    """CPU seconds a job needs in its pod end to end, over every pod that answered (recent when
-    ``JOB_CPU_MIN_RENDERS`` ended since the last reading, else lifetime): its print at the spec's
-    ``browser_cpu`` for its render time (the renderer does not measure the browsers' CPU) and its
-    finishing stages' measured CPU; None before any render."""
+def finish_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
+    """CPU seconds of a job's finishing stages, over every pod that answered (recent when
+    ``JOB_CPU_MIN_RENDERS`` ended since the last reading, else lifetime); None before any render.
+    The print's CPU is not measured: the policy takes the spec's ``browser.cpu`` for it."""
     answered = [load for load in loads.values() if load is not None]
-    for count, seconds, cpu, least in (
-        ("renders", "render_seconds", "finish_cpu_seconds", JOB_CPU_MIN_RENDERS),
-        ("lifetime_renders", "lifetime_render_seconds", "lifetime_finish_cpu_seconds", 1),
+    for count, cpu, least in (
+        ("renders", "finish_cpu_seconds", JOB_CPU_MIN_RENDERS),
+        ("lifetime_renders", "lifetime_finish_cpu_seconds", 1),
     ):
         jobs = sum(getattr(load, count) for load in answered)
         if jobs >= least:
-            return capacity.job_cpu_s(
-                print_cpu_s=browser_cpu * sum(getattr(load, seconds) for load in answered),
-                finish_cpu_s=sum(getattr(load, cpu) for load in answered),
-                jobs=jobs,
-            )
+            return float(sum(getattr(load, cpu) for load in answered) / jobs)
     return None
 
 

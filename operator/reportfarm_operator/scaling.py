@@ -62,7 +62,6 @@ def observe(
     pods: Sequence[Pod],
     loads: Loads,
     start_size: int,
-    browser_cpu: float = policy.PoolSpec.browser_cpu,
 ) -> policy.Observation:
     ready = [pod for pod in pods if pod.ready]
     answered = [load for load in loads.values() if isinstance(load, observing.PodLoad)]
@@ -83,7 +82,7 @@ def observe(
         mean_render_s=observing.mean_render_s(reported),
         interactive_depth=reading.interactive_depth,
         completed=completed,
-        job_cpu_s=observing.job_cpu_s(reported, browser_cpu=browser_cpu),
+        finish_cpu_s=observing.finish_cpu_s(reported),
     )
 
 
@@ -134,7 +133,6 @@ async def scale(
         pods=found,
         loads=loads,
         start_size=spec.start_pool_size,
-        browser_cpu=spec.policy.browser_cpu,
     )
     state = policy.State.from_dict(previous.get("policy"))
     decision = policy.decide(observation, spec.policy, state)
@@ -185,10 +183,11 @@ async def scale(
         resized=resized,
         resize_errors=errors,
         spec_problems=spec.adjustments,
-        job_cpu_s=observation.job_cpu_s,
+        finish_cpu_s=observation.finish_cpu_s,
         browser_cpu=capacity.sized(
             spec.policy, observation, render_s=decision.state.render_s
         ).browser_cpu,
+        service_s=capacity.service_s(spec.policy, observation, render_s=decision.state.render_s),
     )
     status = reporting.status(seen, previous=previous, now=now, generation=generation)
     log_decision(body, observation=observation, decision=decision, previous=previous)
@@ -224,7 +223,7 @@ def log_decision(
         "browsersPerPod": observation.browsers_per_pod,
         "busyBrowsers": observation.busy_browsers,
         "meanRenderSeconds": observation.mean_render_s,
-        "jobCpuSeconds": observation.job_cpu_s,
+        "finishCpuSeconds": observation.finish_cpu_s,
         **depth_trend(observation, previous.get("policy") or {}),
     }
     shown = "x".join("?" if value is None else str(value) for value in before)

@@ -108,7 +108,8 @@ def sampler(tools: farm.Tools, name: str, started: float) -> Callable[[], dict[s
             "replicas": status.get("replicas"),
             "browsersPerPod": status.get("browsersPerPod"),
             "queueDepth": status.get("queueDepth"),
-            "jobCpuSeconds": last.get("jobCpuSeconds"),
+            "finishCpuSeconds": last.get("finishCpuSeconds"),
+            "serviceSeconds": last.get("serviceSeconds"),
             "browserCpu": last.get("browserCpu"),
             "reason": last.get("reason"),
         }
@@ -159,12 +160,15 @@ class Side:
     lost: int = 0
     waits: list[float] = dataclasses.field(default_factory=list)
     """Each job's queue wait: submitted -> taken (its end less its receive-to-stored)."""
+    stream_waits: list[float] = dataclasses.field(default_factory=list)
+    """The waits of the stream's jobs only (after the burst)."""
     samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     last_finished: float = 0.0
 
     def figures(self, *, target_wait_s: float, first_sample_at: float) -> dict[str, Any]:
         waits = sorted(self.waits)
-        cuts = statistics.quantiles(waits, n=100) if len(waits) > 1 else waits * 99
+        cuts = _percentiles(waits)
+        stream = _percentiles(sorted(self.stream_waits))
         cpus = [float(s["jobCpuSeconds"]) for s in self.samples if s["jobCpuSeconds"]]
         return {
             "kind": self.kind,
@@ -176,6 +180,8 @@ class Side:
             "wait p50 s": round(cuts[49], 2),
             "wait p95 s": round(cuts[94], 2),
             "wait max s": round(waits[-1], 2) if waits else None,
+            "stream wait p50 s": round(stream[49], 2),
+            "stream wait p95 s": round(stream[94], 2),
             "share within target": round(sum(w <= target_wait_s for w in waits) / len(waits), 3)
             if waits
             else None,
@@ -190,6 +196,12 @@ class Side:
         }
 
 
+def _percentiles(values: list[float]) -> list[float]:
+    if len(values) > 1:
+        return statistics.quantiles(values, n=100)
+    return (values or [float("nan")]) * 99
+
+
 def pod_seconds(samples: list[dict[str, Any]], *, until: float) -> float:
     """Pods alive (Pending or Running) integrated over the samples' times, to ``until`` (s)."""
     total = 0.0
@@ -201,12 +213,13 @@ def pod_seconds(samples: list[dict[str, Any]], *, until: float) -> float:
 
 
 async def results(connection: str, queue: str, ids: list[str], side: Side, *, started: float,
-                  timeout: float) -> None:  # fmt: skip
-    """Fill ``side`` from the jobs' result records (``started``: time.time() of its t = 0)."""
+                  burst: int, timeout: float) -> None:  # fmt: skip
+    """Fill ``side`` from the jobs' result records (``started``: time.time() of its t = 0; the
+    first ``burst`` ids are the burst's)."""
     async with ReportFarmClient(connection, queue=queue, container=release.CONTAINER) as client:
         records = await client.wait(ids, timeout_s=timeout, poll_s=1.0)
     side.jobs = len(ids)
-    for record in records.values():
+    for index, record in enumerate(records[job_id] for job_id in ids):
         if record is None:
             side.lost += 1
             continue
@@ -216,6 +229,8 @@ async def results(connection: str, queue: str, ids: list[str], side: Side, *, st
         if record.submitted_at and record.finished_at:
             taken = record.finished_at - worker_s(record)
             side.waits.append(max(0.0, taken - record.submitted_at))
+            if index >= burst:
+                side.stream_waits.append(side.waits[-1])
             side.last_finished = max(side.last_finished, record.finished_at - started)
 
 

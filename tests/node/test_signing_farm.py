@@ -74,7 +74,9 @@ def _run_side(tools: farm.Tools, node: node_harness.Node, connection: str, image
 
     eventually(f"the {name} jobs to end", done, timeout=900, every=3.0, detail=node.logs)
     side.samples.append(sample())
-    asyncio.run(signing.results(connection, name, ids, side, started=started, timeout=60))
+    asyncio.run(
+        signing.results(connection, name, ids, side, started=started, burst=SHAPE.burst, timeout=60)
+    )
     events = tools.get(
         "events", "-n", release.NAMESPACE, "--field-selector",
         f"involvedObject.kind=ReportPool,involvedObject.name={name}",

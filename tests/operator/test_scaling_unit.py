@@ -326,7 +326,7 @@ def test_completed_renders_are_the_interval_counts_of_pods_read_before() -> None
     assert seen.completed is None  # b's 900 is its lifetime, not the last tick's
 
 
-def test_the_jobs_cpu_reaches_the_observation_and_raises_the_browsers_cpu() -> None:
+def test_the_finishing_cpu_reaches_the_observation_and_raises_the_browsers_cpu() -> None:
     """Finishing that takes more CPU than the spec's browser share makes the policy size pods
     by the job's CPU: fewer browsers per pod than by browsers alone."""
     pods = [scaling.pods_of([pod(n)[1]])[0] for n in ("a", "b")]
@@ -335,13 +335,12 @@ def test_the_jobs_cpu_reaches_the_observation_and_raises_the_browsers_cpu() -> N
         n: observing.PodLoad(size=4, busy=4, renders=10, render_seconds=5.0, finish_cpu_seconds=f)
         for n, f in (("a", 4.0), ("b", 6.0))
     }
-    seen = scaling.observe(
-        now=NOW, reading=reading, pods=pods, loads=loads, start_size=4, browser_cpu=0.5
-    )
-    assert seen.job_cpu_s == pytest.approx(0.25 + 0.5)  # 0.5 s x 0.5 cores + 10 s / 20 jobs
+    seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=4)
+    assert seen.finish_cpu_s == pytest.approx(0.5)  # 10 s over 20 jobs
     spec = policy.PoolSpec(max_browsers_per_pod=4, pod_cpu=2.0, browser_cpu=0.5)
+    # 0.5 s at 0.5 cores printing and 0.5 s finishing, every 0.5 s: 1.5 cores a busy browser.
     assert capacity.sized(spec, seen, render_s=0.5).browser_cpu == pytest.approx(1.5)
-    plain = dataclasses.replace(seen, job_cpu_s=None)
+    plain = dataclasses.replace(seen, finish_cpu_s=None)
     assert policy.decide(seen, spec).browsers_per_pod < policy.decide(plain, spec).browsers_per_pod
 
 
