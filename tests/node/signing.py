@@ -169,7 +169,7 @@ class Side:
         waits = sorted(self.waits)
         cuts = _percentiles(waits)
         stream = _percentiles(sorted(self.stream_waits))
-        cpus = [float(s["jobCpuSeconds"]) for s in self.samples if s["jobCpuSeconds"]]
+        cpus = [float(s["finishCpuSeconds"]) for s in self.samples if s["finishCpuSeconds"]]
         return {
             "kind": self.kind,
             "jobs": self.jobs,
@@ -190,7 +190,10 @@ class Side:
                 (s["browsersPerPod"] or 0 for s in self.samples), default=0
             ),
             "peak browser cpu": max((float(s["browserCpu"] or 0) for s in self.samples), default=0),
-            "job cpu s (last)": cpus[-1] if cpus else None,
+            "finish cpu s (last)": cpus[-1] if cpus else None,
+            "peak service s": max(
+                (float(s["serviceSeconds"] or 0) for s in self.samples), default=0
+            ),
             "pod-seconds": round(pod_seconds(self.samples, until=self.last_finished), 1),
             "seconds": round(self.last_finished - first_sample_at, 1),
         }

@@ -128,7 +128,7 @@ def test_the_operator_sizes_a_farm_that_signs_everything(
         assert side.succeeded == side.jobs == SHAPE.burst + round(SHAPE.rate * SHAPE.seconds)
         assert (side.failed, side.interrupted, side.lost) == (0, 0, 0), figures
     # The jobs' CPU reached the policy: the signing pool sized its browsers by it, not the plain.
-    assert figures["signed"]["job cpu s (last)"], figures
+    assert figures["signed"]["finish cpu s (last)"], figures
     assert figures["signed"]["peak browser cpu"] > signing.BROWSER_CPU, figures
     assert figures["plain"]["peak browser cpu"] <= signing.BROWSER_CPU + 1e-9, figures
     assert figures["signed"]["peak pods"] >= 2, figures  # the signing farm scaled out
