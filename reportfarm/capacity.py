@@ -27,15 +27,39 @@ def browser_cpu(*, job_cpu_s: float, render_s: float) -> float:
 
 def sized(spec: PoolSpec, observation: Observation, *, render_s: float | None) -> PoolSpec:
     """``spec`` with ``browser_cpu`` raised to what a busy browser's jobs need in CPU when the
-    renderers reported it (``observation.job_cpu_s``), else ``spec`` as it is."""
-    job_cpu_s = observation.job_cpu_s
+    renderers reported it (``observation.job_cpu_s`` or ``finish_cpu_s``), at most the pod's
+    CPU (then :func:`service_s` stretches the time a job takes); else ``spec`` as it is."""
     render_s = render_s or spec.default_render_s
+    job_cpu_s = _job_cpu_s(spec, observation, render_s=render_s)
     if job_cpu_s is None or job_cpu_s <= 0 or render_s <= 0:
         return spec
     need = browser_cpu(job_cpu_s=job_cpu_s, render_s=render_s)
     if need <= spec.browser_cpu:
         return spec
-    return dataclasses.replace(spec, browser_cpu=need)
+    return dataclasses.replace(spec, browser_cpu=min(need, spec.pod_cpu))
+
+
+def service_s(spec: PoolSpec, observation: Observation, *, render_s: float | None) -> float | None:
+    """The time a browser's job holds its share of the pod: ``render_s``, or, when one busy
+    browser's jobs need more CPU than the whole pod has, the pod's CPU time per job
+    (``job_cpu_s / pod_cpu``): a light print that signs (35 ms to print, 0.35 s of CPU to finish
+    on the real node) is done at the pod's CPU rate, not its browser's. ``spec``: before
+    :func:`sized`."""
+    if render_s is None or render_s <= 0:
+        return render_s
+    job_cpu_s = _job_cpu_s(spec, observation, render_s=render_s)
+    if job_cpu_s is None:
+        return render_s
+    return max(render_s, job_cpu_s / spec.pod_cpu)
+
+
+def _job_cpu_s(spec: PoolSpec, observation: Observation, *, render_s: float) -> float | None:
+    """The observation's job CPU; else its print at ``spec.browser_cpu`` plus its finishing."""
+    if observation.job_cpu_s is not None:
+        return observation.job_cpu_s
+    if observation.finish_cpu_s is None:
+        return None
+    return spec.browser_cpu * render_s + observation.finish_cpu_s
 
 
 def job_cpu_s(*, print_cpu_s: float, finish_cpu_s: float, jobs: float) -> float | None:

@@ -232,6 +232,9 @@ class Observation:
     job_cpu_s: float | None = None
     """CPU seconds a job needs in its pod end to end, its print and its finishing stages (the
     renderers' metrics); None if unknown: browsers alone size the pods (see ``capacity``)."""
+    finish_cpu_s: float | None = None
+    """CPU seconds of a job's finishing stages alone, when the print's is not measured (the
+    operator): the print is then taken at the spec's ``browser_cpu`` for the render time."""
 
     @property
     def queue_readable(self) -> bool:
@@ -506,8 +509,11 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     # trickle's jobs render between two ticks and are never seen queued nor running).
     has_work = (depth or 0) > 0 or busy > 0 or (observation.completed or 0) > 0
     last_work_at = now if has_work or state.last_work_at is None else state.last_work_at
-    render_s = _render_time(observation, spec, state=state)
-    spec = capacity.sized(spec, observation, render_s=render_s)  # finishing's CPU, if known
+    measured_s = _render_time(observation, spec, state=state)
+    # Finishing's CPU, if known: fewer browsers per pod, and a job's time at the pod's CPU rate
+    # when even one browser's jobs need more CPU than the pod has.
+    render_s = capacity.service_s(spec, observation, render_s=measured_s)
+    spec = capacity.sized(spec, observation, render_s=measured_s)
     growth, trend, arrivals = _trend(observation, spec, state=state, render_s=render_s)
     average = _steady_average(
         observation, spec, state=state, render_s=render_s, arrivals=arrivals, rising=growth > 0
@@ -516,7 +522,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         state,
         last_work_at=last_work_at,
         busy_average=average,
-        render_s=render_s,
+        render_s=measured_s,
         depth=state.depth if depth is None else depth,
         trend=trend,
     )

@@ -47,6 +47,9 @@ STAGE_SECONDS_METRIC = "reportfarm_stage_duration_seconds"
 """Histogram of each job stage's duration, label ``stage``."""
 RENDER_STAGE = "pdf_generation"
 """The stage whose mean duration is the render time the policy sizes from."""
+STAGE_CPU_METRIC = "reportfarm_stage_cpu_seconds"
+"""Counter of the finishing stages' CPU seconds (``finish_<stage>``, in the finishing processes),
+label ``stage``; the operator adds it to a job's CPU (``reportfarm.capacity``)."""
 OLDEST_JOB_METRIC = "reportfarm_job_oldest_running_seconds"
 """Gauge: seconds the longest-running job of this renderer has run (0: none). The operator spares
 a pod whose job would outlive its drain when it picks scale-down victims."""

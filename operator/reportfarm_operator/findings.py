@@ -31,6 +31,14 @@ class Seen:
     """``pod: reason`` of each failed PUT /pool."""
     spec_problems: Sequence[specs.Problem] = ()
     """Non-fatal problems of the spec (adjusted values)."""
+    finish_cpu_s: float | None = None
+    """CPU seconds of a job's finishing stages, as the renderers reported (None: unknown)."""
+    browser_cpu: float | None = None
+    """Cores per busy browser the decision sized with: the spec's, or more when the jobs'
+    CPU needs more (``reportfarm.capacity``)."""
+    service_s: float | None = None
+    """Seconds a job holds its browser's share of the pod as sized: the render time, or the
+    pod's CPU time per job when it needs more (``capacity.service_s``)."""
 
     @property
     def pool_sizes(self) -> list[int]:

@@ -74,6 +74,9 @@ class PodLoad:
     """Their total render time."""
     lifetime_renders: float = 0.0
     lifetime_render_seconds: float = 0.0
+    finish_cpu_seconds: float = 0.0
+    """CPU seconds its finishing stages took since the previous reading."""
+    lifetime_finish_cpu_seconds: float = 0.0
     first_reading: bool = False
     """No previous reading of this pod: ``renders`` is its lifetime count, not the interval's."""
     oldest_s: float | None = None
@@ -93,6 +96,29 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     return None
 
 
+JOB_CPU_MIN_RENDERS = 20
+"""Fewer renders since the last reading than this: a job's finishing CPU comes from the pods'
+lifetimes.
+A job's finishing ends after its render, often in the next interval, and a new pod's first jobs
+carry its finishing processes' warm-up: on the real node a few renders read 0.06 to 1.4 s a job
+within 10 s, and the pool's browsers flapped 1 -> 2 -> 1."""
+
+
+def finish_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
+    """CPU seconds of a job's finishing stages, over every pod that answered (recent when
+    ``JOB_CPU_MIN_RENDERS`` ended since the last reading, else lifetime); None before any render.
+    The print's CPU is not measured: the policy takes the spec's ``browser.cpu`` for it."""
+    answered = [load for load in loads.values() if load is not None]
+    for count, cpu, least in (
+        ("renders", "finish_cpu_seconds", JOB_CPU_MIN_RENDERS),
+        ("lifetime_renders", "lifetime_finish_cpu_seconds", 1),
+    ):
+        jobs = sum(getattr(load, count) for load in answered)
+        if jobs >= least:
+            return float(sum(getattr(load, cpu) for load in answered) / jobs)
+    return None
+
+
 class Reading(typing.NamedTuple):
     """What the operator reads from one renderer's /metrics."""
 
@@ -103,15 +129,20 @@ class Reading(typing.NamedTuple):
     render_seconds: float
     oldest_s: float | None
     """Seconds its longest-running job has run (None: a renderer too old to say)."""
+    finish_cpu_seconds: float = 0.0
+    """CPU seconds of all its finishing stages (lifetime)."""
 
 
 def parse_metrics(text: str) -> Reading:
-    """Pool size, busy browsers, render count and seconds, the oldest job's age, from a
-    renderer's /metrics."""
+    """Pool size, busy browsers, render count and seconds, the oldest job's age, the finishing
+    stages' CPU, from a renderer's /metrics."""
     api = renderer_api
     values: dict[str, float] = {}
+    finish_cpu = 0.0
     for family in parser.text_string_to_metric_families(text):
         for sample in family.samples:
+            if sample.name == f"{api.STAGE_CPU_METRIC}_total":
+                finish_cpu += sample.value
             if sample.name in (api.POOL_SIZE_METRIC, api.POOL_BUSY_METRIC, api.OLDEST_JOB_METRIC):
                 values[sample.name] = sample.value
             elif sample.labels.get("stage") == api.RENDER_STAGE and sample.name in (
@@ -127,6 +158,7 @@ def parse_metrics(text: str) -> Reading:
         renders=values.get("count", 0.0),
         render_seconds=values.get("sum", 0.0),
         oldest_s=values.get(api.OLDEST_JOB_METRIC),
+        finish_cpu_seconds=finish_cpu,
     )
 
 
@@ -153,7 +185,7 @@ class Observer:
         self._credential: AsyncTokenCredential | None = None
         """DefaultAzureCredential for ``queue.accountUrl`` pools, made at the first one's read and
         kept (its tokens are cached across ticks); closed by :meth:`close`."""
-        self._previous: dict[str, tuple[float, float, float]] = {}  # pod uid -> (count, sum, at)
+        self._previous: dict[str, tuple[Reading, float]] = {}  # pod uid -> (reading, at)
 
     async def queue(self, namespace: str, queue: specs.QueueSpec) -> QueueReading:
         try:
@@ -197,7 +229,7 @@ class Observer:
         self._previous = {
             uid: seen
             for uid, seen in self._previous.items()
-            if now - seen[2] < _FORGET_PODS_AFTER_S
+            if now - seen[1] < _FORGET_PODS_AFTER_S
         }
         return dict(zip(names, answers, strict=True))
 
@@ -212,19 +244,20 @@ class Observer:
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             logger.debug("renderer %s did not answer /metrics: %s", ip, error)
             return self.pod_reason(error)
-        count, seconds = reading.renders, reading.render_seconds
         first = uid not in self._previous
-        last_count, last_seconds, _ = self._previous.get(uid, (0.0, 0.0, now))
-        if count < last_count:  # the renderer restarted: its counters too
-            last_count, last_seconds = 0.0, 0.0
-        self._previous[uid] = (count, seconds, now)
+        last = self._previous[uid][0] if not first else None
+        if last is None or reading.renders < last.renders:  # new, or restarted: counters too
+            last = Reading(size=0, busy=0, renders=0.0, render_seconds=0.0, oldest_s=None)
+        self._previous[uid] = (reading, now)
         return PodLoad(
             size=reading.size,
             busy=reading.busy,
-            renders=count - last_count,
-            render_seconds=seconds - last_seconds,
-            lifetime_renders=count,
-            lifetime_render_seconds=seconds,
+            renders=reading.renders - last.renders,
+            render_seconds=reading.render_seconds - last.render_seconds,
+            lifetime_renders=reading.renders,
+            lifetime_render_seconds=reading.render_seconds,
+            finish_cpu_seconds=max(0.0, reading.finish_cpu_seconds - last.finish_cpu_seconds),
+            lifetime_finish_cpu_seconds=reading.finish_cpu_seconds,
             first_reading=first,
             oldest_s=reading.oldest_s,
         )

@@ -80,12 +80,20 @@ def status(
             "browsersPerPod": decision.browsers_per_pod,
             "reachedReplicas": seen.ready_replicas,
             "reachedBrowsersPerPod": most_common(seen.pool_sizes),
+            "finishCpuSeconds": _rounded(seen.finish_cpu_s),
+            "browserCpu": _rounded(seen.browser_cpu),
+            "serviceSeconds": _rounded(seen.service_s),
             "time": timestamp(now),
         },
         "lastScaleTime": timestamp(now) if changed else previous.get("lastScaleTime"),
         "conditions": found,
         "policy": decision.state.to_dict(),
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    """A figure for the status, to 3 decimals (None if unknown)."""
+    return None if value is None else round(value, 3)
 
 
 def headline(

@@ -24,7 +24,7 @@ from typing import Any
 
 import kopf
 
-from reportfarm import policy
+from reportfarm import capacity, policy
 from reportfarm_operator import (
     findings,
     k8s,
@@ -72,17 +72,17 @@ def observe(
     # while blind or when a pod is read for the first time (its count is its lifetime's).
     fresh = any(load.first_reading for load in answered)
     completed = None if blind or fresh else round(sum(load.renders for load in answered))
+    reported = {name: load for name, load in loads.items() if isinstance(load, observing.PodLoad)}
     return policy.Observation(
         now=now,
         queue_depth=reading.depth,
         ready_replicas=len(ready),
         browsers_per_pod=reporting.most_common(sizes) or start_size,
         busy_browsers=busy,  # unknown if a ready pod did not answer: the policy uses the depth
-        mean_render_s=observing.mean_render_s(
-            {name: load for name, load in loads.items() if isinstance(load, observing.PodLoad)}
-        ),
+        mean_render_s=observing.mean_render_s(reported),
         interactive_depth=reading.interactive_depth,
         completed=completed,
+        finish_cpu_s=observing.finish_cpu_s(reported),
     )
 
 
@@ -128,7 +128,11 @@ async def scale(
         observer.pod_loads({p.name: (p.uid, p.ip) for p in found if p.ip}),
     )
     observation = observe(
-        now=now, reading=reading, pods=found, loads=loads, start_size=spec.start_pool_size
+        now=now,
+        reading=reading,
+        pods=found,
+        loads=loads,
+        start_size=spec.start_pool_size,
     )
     state = policy.State.from_dict(previous.get("policy"))
     decision = policy.decide(observation, spec.policy, state)
@@ -179,6 +183,11 @@ async def scale(
         resized=resized,
         resize_errors=errors,
         spec_problems=spec.adjustments,
+        finish_cpu_s=observation.finish_cpu_s,
+        browser_cpu=capacity.sized(
+            spec.policy, observation, render_s=decision.state.render_s
+        ).browser_cpu,
+        service_s=capacity.service_s(spec.policy, observation, render_s=decision.state.render_s),
     )
     status = reporting.status(seen, previous=previous, now=now, generation=generation)
     log_decision(body, observation=observation, decision=decision, previous=previous)
@@ -214,6 +223,7 @@ def log_decision(
         "browsersPerPod": observation.browsers_per_pod,
         "busyBrowsers": observation.busy_browsers,
         "meanRenderSeconds": observation.mean_render_s,
+        "finishCpuSeconds": observation.finish_cpu_s,
         **depth_trend(observation, previous.get("policy") or {}),
     }
     shown = "x".join("?" if value is None else str(value) for value in before)

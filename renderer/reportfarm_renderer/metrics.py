@@ -43,7 +43,7 @@ class RendererMetrics:
             registry=r,
         )
         self.stage_cpu = Counter(
-            "reportfarm_stage_cpu_seconds",
+            renderer_api.STAGE_CPU_METRIC,
             "CPU time of the finishing stages (finish_<stage>), in their finishing process.",
             ["stage"],
             registry=r,

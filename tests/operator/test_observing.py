@@ -118,6 +118,32 @@ async def test_pod_loads_come_from_the_renderers_metrics(
     assert observing.mean_render_s(quiet) == pytest.approx(1.6 / 3)  # no new renders: lifetime
 
 
+async def test_the_finishing_stages_cpu_reaches_the_observation(
+    renderer: Renderer, session: aiohttp.ClientSession
+) -> None:
+    """The renderer's ``reportfarm_stage_cpu_seconds`` (every finish_* stage) per render: over
+    the last interval when it has enough renders, else over the pod's life."""
+    watcher = observer(session, port=renderer.port)
+    enough = observing.JOB_CPU_MIN_RENDERS
+    render(renderer.metrics, *[0.5] * enough)
+    for stage, cpu in (("finish_pdfa", 1.0), ("finish_sign", 3.0), ("finish_facturx", 2.0)):
+        renderer.metrics.stage_cpu.labels(stage=stage).inc(cpu)
+    first = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert isinstance(load := first["pod-a"], observing.PodLoad)
+    assert load.finish_cpu_seconds == pytest.approx(6.0)
+    assert observing.finish_cpu_s(first) == pytest.approx(6.0 / enough)
+    render(renderer.metrics, *[1.0] * enough)
+    renderer.metrics.stage_cpu.labels(stage="finish_sign").inc(enough * 0.4)
+    second = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert observing.finish_cpu_s(second) == pytest.approx(0.4)  # the recent interval
+    render(renderer.metrics, 2.0)
+    renderer.metrics.stage_cpu.labels(stage="finish_sign").inc(5.0)  # a few: the lifetime's
+    few = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    lifetime = (6.0 + enough * 0.4 + 5.0) / (2 * enough + 1)
+    assert observing.finish_cpu_s(few) == pytest.approx(lifetime)
+    assert observing.finish_cpu_s({}) is None  # no renders: unknown
+
+
 async def test_a_renderer_that_does_not_answer_reads_as_the_reason_why(
     session: aiohttp.ClientSession,
 ) -> None:

@@ -7,6 +7,7 @@ says in Events. The real API server, queue and pods are in tests/kube/test_opera
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +16,7 @@ import kopf
 import pytest
 from reportfarm_operator import handlers, k8s, observing, reporting, scaling, specs
 
-from reportfarm import policy
+from reportfarm import capacity, policy
 
 NOW = 1_800_000_000.0
 NS, NAME = "billing", "invoices"
@@ -323,6 +324,24 @@ def test_completed_renders_are_the_interval_counts_of_pods_read_before() -> None
     loads["b"] = observing.PodLoad(size=4, busy=1, renders=900, first_reading=True)
     seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=4)
     assert seen.completed is None  # b's 900 is its lifetime, not the last tick's
+
+
+def test_the_finishing_cpu_reaches_the_observation_and_raises_the_browsers_cpu() -> None:
+    """Finishing that takes more CPU than the spec's browser share makes the policy size pods
+    by the job's CPU: fewer browsers per pod than by browsers alone."""
+    pods = [scaling.pods_of([pod(n)[1]])[0] for n in ("a", "b")]
+    reading = observing.QueueReading(depth=40)
+    loads = {
+        n: observing.PodLoad(size=4, busy=4, renders=10, render_seconds=5.0, finish_cpu_seconds=f)
+        for n, f in (("a", 4.0), ("b", 6.0))
+    }
+    seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=4)
+    assert seen.finish_cpu_s == pytest.approx(0.5)  # 10 s over 20 jobs
+    spec = policy.PoolSpec(max_browsers_per_pod=4, pod_cpu=2.0, browser_cpu=0.5)
+    # 0.5 s at 0.5 cores printing and 0.5 s finishing, every 0.5 s: 1.5 cores a busy browser.
+    assert capacity.sized(spec, seen, render_s=0.5).browser_cpu == pytest.approx(1.5)
+    plain = dataclasses.replace(seen, finish_cpu_s=None)
+    assert policy.decide(seen, spec).browsers_per_pod < policy.decide(plain, spec).browsers_per_pod
 
 
 async def test_terminating_and_finished_pods_do_not_count() -> None:

@@ -3,6 +3,8 @@ simulated farm that signs every job keeps the queue waits of one that only print
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reportfarm import capacity, policy
@@ -58,3 +60,30 @@ def test_a_signing_farm_holds_the_queue_waits_of_a_printing_one() -> None:
     assert counted["p95_wait_s"] <= counted["target_wait_s"]
     assert counted["p95_wait_s"] <= blind["p95_wait_s"]
     assert counted["pod_seconds"] > prints["pod_seconds"]  # the signatures' CPU is paid for
+
+
+def test_a_light_print_that_signs_is_sized_at_the_pods_cpu_rate() -> None:
+    """As on the real node: the invoice printed in 35 ms and finished with 0.35 s of CPU. A busy
+    browser's jobs need 10 cores, more than a pod of 1 has: a pod holds one browser and finishes a
+    job every 0.35 s, not every 35 ms, so a backlog of 40 with a 10 s target needs 2 pods."""
+    spec = policy.PoolSpec(
+        max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
+    )
+    seen = policy.Observation(
+        now=0.0,
+        queue_depth=40,
+        ready_replicas=1,
+        browsers_per_pod=4,
+        busy_browsers=1,
+        mean_render_s=0.035,
+        finish_cpu_s=0.34,
+    )
+    sized = capacity.sized(spec, seen, render_s=0.035)
+    assert (sized.browser_cpu, sized.browsers_that_fit) == (1.0, 1)  # at most the pod's CPU
+    assert capacity.service_s(spec, seen, render_s=0.035) == pytest.approx(0.25 * 0.035 + 0.34)
+    decision = policy.decide(seen, spec)
+    assert (decision.replicas, decision.browsers_per_pod) >= (2, 1), decision.message
+    by_browsers = policy.decide(dataclasses.replace(seen, finish_cpu_s=None), spec)
+    assert by_browsers.replicas == 1, by_browsers.message  # 40 x 35 ms: one pod looks enough
+    plain = dataclasses.replace(seen, finish_cpu_s=0.0)
+    assert capacity.sized(spec, plain, render_s=0.035).browser_cpu == spec.browser_cpu
