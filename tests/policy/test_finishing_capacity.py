@@ -65,7 +65,8 @@ def test_a_signing_farm_holds_the_queue_waits_of_a_printing_one() -> None:
 def test_a_light_print_that_signs_is_sized_at_the_pods_cpu_rate() -> None:
     """As on the real node: the invoice printed in 35 ms and finished with 0.35 s of CPU. A busy
     browser's jobs need 10 cores, more than a pod of 1 has: a pod holds one browser and finishes a
-    job every 0.35 s, not every 35 ms, so a backlog of 40 with a 10 s target needs 2 pods."""
+    job every 0.35 s, not every 35 ms. A backlog of 40 is then 14 s of one pod's work, over the
+    10 s target: a pod more than the same pods need when a job's CPU just fits its browser."""
     spec = policy.PoolSpec(
         max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
     )
@@ -82,7 +83,14 @@ def test_a_light_print_that_signs_is_sized_at_the_pods_cpu_rate() -> None:
     assert (sized.browser_cpu, sized.browsers_that_fit) == (1.0, 1)  # at most the pod's CPU
     assert capacity.service_s(spec, seen, render_s=0.035) == pytest.approx(0.25 * 0.035 + 0.34)
     decision = policy.decide(seen, spec)
-    assert (decision.replicas, decision.browsers_per_pod) >= (2, 1), decision.message
+    assert decision.browsers_per_pod == 1, decision.message  # one browser takes the whole pod
+    # The same pods (one browser of a whole CPU) when a job's CPU just fits: 35 ms a job.
+    fits = dataclasses.replace(seen, finish_cpu_s=0.035 - 0.25 * 0.035)
+    assert capacity.sized(spec, fits, render_s=0.035).browser_cpu == pytest.approx(1.0)
+    assert capacity.service_s(spec, fits, render_s=0.035) == pytest.approx(0.035)
+    light = policy.decide(fits, spec)
+    assert light.browsers_per_pod == 1, light.message
+    assert decision.replicas > light.replicas, (decision.message, light.message)
     by_browsers = policy.decide(dataclasses.replace(seen, finish_cpu_s=None), spec)
     assert by_browsers.replicas == 1, by_browsers.message  # 40 x 35 ms: one pod looks enough
     plain = dataclasses.replace(seen, finish_cpu_s=0.0)
