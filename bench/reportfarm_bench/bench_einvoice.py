@@ -78,10 +78,27 @@ def main(
             "load_after": [round(value, 2) for value in os.getloadavg()],
         },
     }
+    for row in results.values():
+        row["cpus_busy"] = cpus_busy(row, pod_cpus=pod_cpus, machine_cpus=machine, pinned=pinned)
     console.print(table(report))
     if as_json:
         print(json.dumps(report, indent=2))
     return 0
+
+
+def cpus_busy(
+    row: dict[str, Any], *, pod_cpus: int, machine_cpus: int, pinned: object
+) -> float | None:
+    """The share of the CPUs a kind may use that its PDFs/s keep busy (PDFs/s x CPU a PDF): the
+    pod's own when it is pinned; when not, the machine's, with the client's and Azurite's CPU,
+    which share them. Near 1: the CPUs are the limit, and more PDFs/s need less CPU a PDF."""
+    rate = float(row["pdf_per_s"])
+    if rate <= 0:
+        return None
+    if pinned:
+        return round(rate * float(row["cpu_ms_per_pdf"]) / 1000 / pod_cpus, 2)
+    both = float(row["cpu_ms_per_pdf"]) + float(row["outside_cpu_ms_per_pdf"])
+    return round(rate * both / 1000 / machine_cpus, 2)
 
 
 def _environment(tsa_url: str | None, processes: int | None) -> dict[str, str]:
@@ -93,7 +110,7 @@ def _environment(tsa_url: str | None, processes: int | None) -> dict[str, str]:
 
 def _finishing(processes: int | None) -> str:
     if processes is None:
-        return "in a process per CPU"
+        return "in two processes per CPU (the default)"
     return "in a thread (as before)" if processes == 0 else f"in {processes} process(es)"
 
 
@@ -120,6 +137,8 @@ def table(report: dict[str, Any]) -> Table:
         "PDFs/s",
         "x first",
         "CPU ms/PDF",
+        "client + Azurite CPU ms/PDF",
+        "CPUs busy",
         "finishing CPU ms/PDF (by stage)",
         "p50 ms",
         "p95 ms",
@@ -134,6 +153,8 @@ def table(report: dict[str, Any]) -> Table:
             f"{row['pdf_per_s']:.2f}",
             f"{row['pdf_per_s'] / base:.2f}",
             f"{row['cpu_ms_per_pdf']:.0f}",
+            f"{row['outside_cpu_ms_per_pdf']:.0f}",
+            "-" if row.get("cpus_busy") is None else f"{row['cpus_busy']:.2f}",
             ", ".join(f"{stage.removeprefix('finish_')} {ms:.0f}" for stage, ms in stages.items())
             or "-",
             f"{row['p50_ms']}",

@@ -11,7 +11,8 @@ throwaway signing key, EN 16931's rules and the pool size given. Per kind:
 - latency (submitted to stored, the records' clocks) p50 and p95, inside bursts of a chunk;
 - CPU per PDF of the renderer's whole process tree (its Python, Chromium, the finishing
   processes, Saxon), from ``/proc``; and the finishing stages' own CPU per PDF, by stage, from
-  ``reportfarm_stage_cpu_seconds``;
+  ``reportfarm_stage_cpu_seconds``; and the client's and Azurite's CPU per PDF, which are
+  outside a pod in production (on the renderer's CPUs here when it is not pinned);
 - the event loop's lag while the kind ran (p99 and max from ``reportfarm_event_loop_lag_seconds``'
   buckets: a bucket's upper bound) and the oldest lease at its extension.
 """
@@ -77,6 +78,9 @@ class Tally:
     span_s: float = 0.0
     latencies_s: list[float] = dataclasses.field(default_factory=list)
     cpu_s: float = 0.0
+    outside_cpu_s: float = 0.0
+    """The client's (this process) and Azurite's CPU: outside a pod in production, on its CPUs
+    here when the renderer is not pinned."""
     stage_cpu_s: dict[str, float] = dataclasses.field(default_factory=dict)
     stage_wall_ms: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     lag: dict[float, float] = dataclasses.field(default_factory=dict)
@@ -92,6 +96,7 @@ class Tally:
             "p50_ms": round((quantile(self.latencies_s, 0.50) or 0.0) * 1000),
             "p95_ms": round((quantile(self.latencies_s, 0.95) or 0.0) * 1000),
             "cpu_ms_per_pdf": round(self.cpu_s * 1000 / per, 1),
+            "outside_cpu_ms_per_pdf": round(self.outside_cpu_s * 1000 / per, 1),
             "finish_cpu_ms_per_pdf": {
                 stage: round(seconds * 1000 / per, 1)
                 for stage, seconds in sorted(self.stage_cpu_s.items())
@@ -219,13 +224,15 @@ async def _chunk(
     count: int,
     tally: Tally | None,
 ) -> None:
-    before_cpu, before = cpu.sample(worker.pid), await scrape(worker.port)
+    before_all, before_cpu = cpu.sample(), cpu.sample(worker.pid)
+    before = await scrape(worker.port)
     job_ids = await asyncio.gather(*(client.submit(kind.submission()) for _ in range(count)))
     waiting = client.wait(
         job_ids, timeout_s=end_to_end.WAIT_TIMEOUT_S, poll_s=0.5, window=end_to_end.WAIT_WINDOW
     )
     results = await worker.watching(waiting)
-    after_cpu, after = cpu.sample(worker.pid), await scrape(worker.port)
+    after_all, after_cpu = cpu.sample(), cpu.sample(worker.pid)
+    after = await scrape(worker.port)
     records = [record for record in results.values() if record is not None]
     failed = [record.error for record in records if record.state != "succeeded"]
     if failed or len(records) < count:
@@ -237,6 +244,8 @@ async def _chunk(
     tally.span_s += max(r.finished_at or 0.0 for r in records) - first
     tally.latencies_s += [(r.finished_at or 0.0) - (r.submitted_at or 0.0) for r in records]
     tally.cpu_s += sum(cpu.spent(before_cpu, after_cpu).values())
+    outside = cpu.spent(before_all, after_all)
+    tally.outside_cpu_s += outside["python"] + outside["azurite"]
     for record in records:
         for stage, ms in record.stages_ms.items():
             if stage.startswith("finish_"):
