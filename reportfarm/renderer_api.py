@@ -50,6 +50,9 @@ RENDER_STAGE = "pdf_generation"
 STAGE_CPU_METRIC = "reportfarm_stage_cpu_seconds"
 """Counter of the finishing stages' CPU seconds (``finish_<stage>``, in the finishing processes),
 label ``stage``; the operator adds it to a job's CPU (``reportfarm.capacity``)."""
+FINISHING_BUSY_METRIC = "reportfarm_finishing_busy"
+"""Gauge: finishing processes running a job's stages now. A job there has left its browser but
+still takes the pod's CPU: the operator counts it as a busy browser (at most the pool's size)."""
 OLDEST_JOB_METRIC = "reportfarm_job_oldest_running_seconds"
 """Gauge: seconds the longest-running job of this renderer has run (0: none). The operator spares
 a pod whose job would outlive its drain when it picks scale-down victims."""

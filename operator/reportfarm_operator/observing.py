@@ -77,10 +77,21 @@ class PodLoad:
     finish_cpu_seconds: float = 0.0
     """CPU seconds its finishing stages took since the previous reading."""
     lifetime_finish_cpu_seconds: float = 0.0
+    jobs_ended: float = 0.0
+    """Jobs it ended (any outcome) since the previous reading."""
+    lifetime_jobs_ended: float = 0.0
+    finishing: int = 0
+    """Jobs in its finishing processes now: out of their browsers, still on its CPU."""
     first_reading: bool = False
     """No previous reading of this pod: ``renders`` is its lifetime count, not the interval's."""
     oldest_s: float | None = None
     """Seconds its longest-running job has run (None: not said)."""
+
+
+def busy(load: PodLoad) -> int:
+    """Browsers a pod's jobs hold: those rendering and those finishing (out of their browsers,
+    still on the pod's CPU), at most its pool's size."""
+    return min(max(load.size, load.busy), load.busy + load.finishing)
 
 
 def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
@@ -96,22 +107,23 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     return None
 
 
-JOB_CPU_MIN_RENDERS = 20
-"""Fewer renders since the last reading than this: a job's finishing CPU comes from the pods'
-lifetimes.
-A job's finishing ends after its render, often in the next interval, and a new pod's first jobs
-carry its finishing processes' warm-up: on the real node a few renders read 0.06 to 1.4 s a job
-within 10 s, and the pool's browsers flapped 1 -> 2 -> 1."""
+JOB_CPU_MIN_JOBS = 20
+"""Fewer jobs ended since the last reading than this: a job's finishing CPU comes from the pods'
+lifetimes (a new pod's first jobs carry its finishing processes' warm-up: on the real node a few
+jobs read 0.06 to 1.4 s a job within 10 s, and the pool's browsers flapped 1 -> 2 -> 1)."""
 
 
 def finish_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     """CPU seconds of a job's finishing stages, over every pod that answered (recent when
-    ``JOB_CPU_MIN_RENDERS`` ended since the last reading, else lifetime); None before any render.
-    The print's CPU is not measured: the policy takes the spec's ``browser.cpu`` for it."""
+    ``JOB_CPU_MIN_JOBS`` ended since the last reading, else lifetime); None before any job ended.
+    Per job ended, not per render: a job's finishing ends after its render (seconds after it in a
+    burst, the jobs waiting for a finishing process), so per render a signing farm's first
+    seconds read 0 and were sized as a printing one's. The print's CPU is not measured: the
+    policy takes the spec's ``browser.cpu`` for it."""
     answered = [load for load in loads.values() if load is not None]
     for count, cpu, least in (
-        ("renders", "finish_cpu_seconds", JOB_CPU_MIN_RENDERS),
-        ("lifetime_renders", "lifetime_finish_cpu_seconds", 1),
+        ("jobs_ended", "finish_cpu_seconds", JOB_CPU_MIN_JOBS),
+        ("lifetime_jobs_ended", "lifetime_finish_cpu_seconds", 1),
     ):
         jobs = sum(getattr(load, count) for load in answered)
         if jobs >= least:
@@ -131,19 +143,30 @@ class Reading(typing.NamedTuple):
     """Seconds its longest-running job has run (None: a renderer too old to say)."""
     finish_cpu_seconds: float = 0.0
     """CPU seconds of all its finishing stages (lifetime)."""
+    jobs_ended: float = 0.0
+    """Jobs it ended, any outcome (lifetime)."""
+    finishing: int = 0
+    """Jobs in its finishing processes now."""
 
 
 def parse_metrics(text: str) -> Reading:
     """Pool size, busy browsers, render count and seconds, the oldest job's age, the finishing
-    stages' CPU, from a renderer's /metrics."""
+    stages' CPU, the jobs ended and those in finishing now, from a renderer's /metrics."""
     api = renderer_api
     values: dict[str, float] = {}
-    finish_cpu = 0.0
+    finish_cpu = jobs_ended = 0.0
     for family in parser.text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == f"{api.STAGE_CPU_METRIC}_total":
                 finish_cpu += sample.value
-            if sample.name in (api.POOL_SIZE_METRIC, api.POOL_BUSY_METRIC, api.OLDEST_JOB_METRIC):
+            elif sample.name == f"{api.JOBS_METRIC}_total":
+                jobs_ended += sample.value
+            if sample.name in (
+                api.POOL_SIZE_METRIC,
+                api.POOL_BUSY_METRIC,
+                api.OLDEST_JOB_METRIC,
+                api.FINISHING_BUSY_METRIC,
+            ):
                 values[sample.name] = sample.value
             elif sample.labels.get("stage") == api.RENDER_STAGE and sample.name in (
                 f"{api.STAGE_SECONDS_METRIC}_count",
@@ -159,6 +182,8 @@ def parse_metrics(text: str) -> Reading:
         render_seconds=values.get("sum", 0.0),
         oldest_s=values.get(api.OLDEST_JOB_METRIC),
         finish_cpu_seconds=finish_cpu,
+        jobs_ended=jobs_ended,
+        finishing=int(values.get(api.FINISHING_BUSY_METRIC, 0.0)),
     )
 
 
@@ -258,6 +283,9 @@ class Observer:
             lifetime_render_seconds=reading.render_seconds,
             finish_cpu_seconds=max(0.0, reading.finish_cpu_seconds - last.finish_cpu_seconds),
             lifetime_finish_cpu_seconds=reading.finish_cpu_seconds,
+            jobs_ended=max(0.0, reading.jobs_ended - last.jobs_ended),
+            lifetime_jobs_ended=reading.jobs_ended,
+            finishing=reading.finishing,
             first_reading=first,
             oldest_s=reading.oldest_s,
         )

@@ -67,7 +67,9 @@ def observe(
     answered = [load for load in loads.values() if isinstance(load, observing.PodLoad)]
     sizes = [load.size for load in answered]
     blind = any(not isinstance(loads.get(pod.name), observing.PodLoad) for pod in ready)
-    busy = None if blind else sum(load.busy for load in answered)
+    # A job in a finishing process has left its browser but still takes the pod's CPU (a
+    # signature's ~0.3 s after a 35 ms print): busy, up to the pool's size.
+    busy = None if blind else sum(observing.busy(load) for load in answered)
     # Renders completed since the previous tick (the arrival rate during a backlog); unknown
     # while blind or when a pod is read for the first time (its count is its lifetime's).
     fresh = any(load.first_reading for load in answered)
@@ -307,12 +309,15 @@ async def resize_pools(
 def busy_and_ages(
     pods: Sequence[Pod], loads: Loads
 ) -> tuple[dict[str, int | None], dict[str, float | None]]:
-    """Per pod: its busy browsers and its oldest job's age, as its renderer said them (None: it
-    did not answer, or is too old to say its oldest job)."""
+    """Per pod: its busy browsers (a job in finishing counts, ``observing.busy``) and its oldest
+    job's age, as its renderer said them (None: it did not answer, or is too old to say its
+    oldest job)."""
     answered = {
         pod.name: load for pod in pods if isinstance(load := loads.get(pod.name), observing.PodLoad)
     }
-    busy = {pod.name: load.busy if (load := answered.get(pod.name)) else None for pod in pods}
+    busy = {
+        pod.name: observing.busy(load) if (load := answered.get(pod.name)) else None for pod in pods
+    }
     return busy, {name: load.oldest_s for name, load in answered.items()}
 
 

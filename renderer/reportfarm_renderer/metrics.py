@@ -62,7 +62,7 @@ class RendererMetrics:
             registry=r,
         )
         self.finishing_busy = Gauge(
-            "reportfarm_finishing_busy",
+            renderer_api.FINISHING_BUSY_METRIC,
             "Finishing processes running a job's stages now.",
             registry=r,
         )

@@ -118,30 +118,58 @@ async def test_pod_loads_come_from_the_renderers_metrics(
     assert observing.mean_render_s(quiet) == pytest.approx(1.6 / 3)  # no new renders: lifetime
 
 
+def end_jobs(metrics: RendererMetrics, count: int, *, outcome: str = "succeeded") -> None:
+    metrics.jobs.labels(outcome=outcome, template="invoice").inc(count)
+
+
 async def test_the_finishing_stages_cpu_reaches_the_observation(
     renderer: Renderer, session: aiohttp.ClientSession
 ) -> None:
-    """The renderer's ``reportfarm_stage_cpu_seconds`` (every finish_* stage) per render: over
-    the last interval when it has enough renders, else over the pod's life."""
+    """The renderer's ``reportfarm_stage_cpu_seconds`` (every finish_* stage) per job ended: over
+    the last interval when enough jobs ended in it, else over the pod's life; unknown (not 0)
+    while renders have ended but no job yet, as in a signing farm's first seconds."""
     watcher = observer(session, port=renderer.port)
-    enough = observing.JOB_CPU_MIN_RENDERS
-    render(renderer.metrics, *[0.5] * enough)
+    enough = observing.JOB_CPU_MIN_JOBS
+    render(renderer.metrics, *[0.05] * enough)  # printed, still finishing: no job ended yet
+    started = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert observing.finish_cpu_s(started) is None
     for stage, cpu in (("finish_pdfa", 1.0), ("finish_sign", 3.0), ("finish_facturx", 2.0)):
         renderer.metrics.stage_cpu.labels(stage=stage).inc(cpu)
+    end_jobs(renderer.metrics, enough - 2)
+    end_jobs(renderer.metrics, 2, outcome="retried")  # any outcome ends a job's finishing
     first = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
     assert isinstance(load := first["pod-a"], observing.PodLoad)
-    assert load.finish_cpu_seconds == pytest.approx(6.0)
+    assert (load.finish_cpu_seconds, load.jobs_ended) == (pytest.approx(6.0), enough)
     assert observing.finish_cpu_s(first) == pytest.approx(6.0 / enough)
-    render(renderer.metrics, *[1.0] * enough)
+    render(renderer.metrics, *[1.0] * (2 * enough))  # more renders than jobs: not the measure
     renderer.metrics.stage_cpu.labels(stage="finish_sign").inc(enough * 0.4)
+    end_jobs(renderer.metrics, enough)
     second = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
     assert observing.finish_cpu_s(second) == pytest.approx(0.4)  # the recent interval
-    render(renderer.metrics, 2.0)
     renderer.metrics.stage_cpu.labels(stage="finish_sign").inc(5.0)  # a few: the lifetime's
+    end_jobs(renderer.metrics, 1)
     few = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
     lifetime = (6.0 + enough * 0.4 + 5.0) / (2 * enough + 1)
     assert observing.finish_cpu_s(few) == pytest.approx(lifetime)
-    assert observing.finish_cpu_s({}) is None  # no renders: unknown
+    assert observing.finish_cpu_s({}) is None  # nothing read: unknown
+
+
+async def test_a_job_in_finishing_holds_its_pod_busy(
+    renderer: Renderer, session: aiohttp.ClientSession
+) -> None:
+    """A job in a finishing process has left its browser but takes the pod's CPU: the pod reads
+    busy by it, up to its pool's size."""
+    watcher = observer(session, port=renderer.port)
+    renderer.pool.size, renderer.pool.busy = 2, 0
+    renderer.metrics.finishing_busy.set(1)
+    loads = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert isinstance(load := loads["pod-a"], observing.PodLoad)
+    assert (load.busy, load.finishing, observing.busy(load)) == (0, 1, 1)
+    renderer.metrics.finishing_busy.set(4)
+    loads = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert isinstance(load := loads["pod-a"], observing.PodLoad)
+    assert observing.busy(load) == 2  # at most the pool's size
+    assert observing.busy(dataclasses.replace(load, size=1, busy=3)) == 3  # busy as said
 
 
 async def test_a_renderer_that_does_not_answer_reads_as_the_reason_why(

@@ -326,13 +326,33 @@ def test_completed_renders_are_the_interval_counts_of_pods_read_before() -> None
     assert seen.completed is None  # b's 900 is its lifetime, not the last tick's
 
 
+def test_jobs_in_finishing_keep_their_pods_busy() -> None:
+    """A signing farm's jobs leave their browsers after a 35 ms print and sign for ~0.3 s in a
+    finishing process: the pods read busy by them (up to their pool's size), for the sizing and
+    for the choice of which pod to let go; on the real node the policy read 0 busy while 36 jobs
+    waited and cancelled two starting pods."""
+    pods = [scaling.pods_of([pod(n)[1]])[0] for n in ("a", "b")]
+    loads = {
+        "a": observing.PodLoad(size=4, busy=0, finishing=2),
+        "b": observing.PodLoad(size=1, busy=1, finishing=2),
+    }
+    seen = scaling.observe(
+        now=NOW, reading=observing.QueueReading(depth=36), pods=pods, loads=loads, start_size=4
+    )
+    assert seen.busy_browsers == 2 + 1
+    busy, _ = scaling.busy_and_ages(pods, loads)
+    assert busy == {"a": 2, "b": 1}
+
+
 def test_the_finishing_cpu_reaches_the_observation_and_raises_the_browsers_cpu() -> None:
     """Finishing that takes more CPU than the spec's browser share makes the policy size pods
     by the job's CPU: fewer browsers per pod than by browsers alone."""
     pods = [scaling.pods_of([pod(n)[1]])[0] for n in ("a", "b")]
     reading = observing.QueueReading(depth=40)
     loads = {
-        n: observing.PodLoad(size=4, busy=4, renders=10, render_seconds=5.0, finish_cpu_seconds=f)
+        n: observing.PodLoad(
+            size=4, busy=4, renders=10, render_seconds=5.0, finish_cpu_seconds=f, jobs_ended=10
+        )
         for n, f in (("a", 4.0), ("b", 6.0))
     }
     seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=4)
