@@ -5,8 +5,8 @@
 # use, cached outside the repo; KUBECONFIG may name your cluster). Everything runs in the
 # project's .venv/.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not kube"`.
-# Time on 2 cores: ~37 min with the caches warm, the real-node tests included (as root): pytest
-# 31 min (1,568 tests), the node's images rebuilt after a source change ~3 min, the rest ~2 min.
+# Time on 2 cores: ~36 min with the caches warm, the real-node tests included (as root): pytest
+# 29 min (1,605 tests), the node's images rebuilt after a source change ~2-3 min, the rest ~2 min.
 # The first run adds ~9 min for the Kubernetes build, ~10 min for KEDA, ~9 min for the images and
 # the node's packages, and ~5 min for Gotenberg.
 set -euo pipefail
