@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import datetime
 import json
+import math
 import random
 import re
 import threading
@@ -366,12 +367,18 @@ class Sampler:
             if not self.decisions or self.decisions[-1][1] != message:
                 self.decisions.append((round(now - self.start, 1), message))
 
+    def created_since_start(self, name: str) -> bool:
+        """Whether ``name`` was created after the sampler started. A creationTimestamp holds
+        whole seconds (truncated): a pod created 0.3 s after a start at x.6 reads x.0, so the
+        start is truncated too (a pod there before it was Ready before it: seconds older)."""
+        return self.created_at.get(name, 0.0) >= math.floor(self.start)
+
     def pod_starts(self) -> list[float]:
         """Creation to Ready of the pods created after the sampler started."""
         return [
             ready - self.created_at[name]
             for name, ready in self.ready_at.items()
-            if self.created_at.get(name, 0.0) >= self.start
+            if self.created_since_start(name)
         ]
 
     def pod_seconds(self, end: float) -> float:
@@ -525,7 +532,7 @@ def run_side(
         run.pod_serving = [  # a pod idle when Ready started serving then
             min(run.first_renders.get(name, ready), ready) - sampler.created_at[name]
             for name, ready in sampler.ready_at.items()
-            if sampler.created_at.get(name, 0.0) >= sampler.start
+            if sampler.created_since_start(name)
         ]
         run.reversals = reversals(sampler.samples)
         for at, message in sampler.decisions:  # the operator's reasoning, for the log
