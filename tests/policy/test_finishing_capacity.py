@@ -4,6 +4,7 @@ simulated farm that signs every job keeps the queue waits of one that only print
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import statistics
 
@@ -160,3 +161,52 @@ def test_a_signing_farm_of_light_prints_holds_the_pods_its_finishing_keeps_busy(
     waits = sorted(job.start - job.arrival for job in run.jobs if job.start and job.arrival >= 120)
     assert waits[int(0.95 * len(waits))] < 0.2
     assert statistics.mean(run.replicas[120:600]) > 3.6
+
+
+NODE_SPEC = policy.PoolSpec(
+    max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
+)
+"""The real node's signing pool: 1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target."""
+
+
+def _asleep(finish_cpu_s: float | None) -> policy.State:
+    """A pool scaled to zero after a burst of invoices: 35 ms prints, and the finishing CPU per
+    job it read then (None: not remembered)."""
+    return policy.State(
+        replicas=0,
+        browsers_per_pod=1,
+        render_s=0.035,
+        finish_cpu_s=finish_cpu_s,
+        last_work_at=0.0,
+        decided_at=995.0,
+        depth=0,
+        reason="ScaleToZero",
+    )
+
+
+def test_a_signing_farm_that_wakes_sizes_for_its_signatures_from_the_first_decision() -> None:
+    """40 invoices wake the pool: no pod runs, no job's finishing has ended, so nothing reads
+    the finishing CPU yet. The memory of the last burst (0.34 s a job) sizes the wake for it:
+    3 pods of 1 browser, where by the prints alone (40 x 35 ms) one pod of 4 looks enough. The
+    first reading then replaces it, whatever it says (0 once the jobs stop signing)."""
+    woken = policy.Observation(
+        now=1000.0, queue_depth=40, ready_replicas=0, browsers_per_pod=4, busy_browsers=0
+    )
+    blind = policy.decide(woken, NODE_SPEC, _asleep(None))
+    known = policy.decide(woken, NODE_SPEC, _asleep(0.34))
+    assert (blind.replicas, blind.browsers_per_pod) == (1, 4), blind.message
+    assert (known.replicas, known.browsers_per_pod) == (3, 1), known.message
+    assert known.reason is policy.Reason.WAKE_FROM_ZERO
+    assert known.state.finish_cpu_s == 0.34  # kept until a reading replaces it
+    plain = dataclasses.replace(woken, now=1005.0, ready_replicas=3, finish_cpu_s=0.0)
+    assert policy.decide(plain, NODE_SPEC, known.state).state.finish_cpu_s == 0.0
+    unread = dataclasses.replace(plain, finish_cpu_s=None, job_cpu_s=0.3)  # measured otherwise
+    assert policy.decide(unread, NODE_SPEC, known.state).state.finish_cpu_s == 0.34
+
+
+def test_the_known_finishing_cpu_round_trips_through_the_status() -> None:
+    memory = _asleep(0.34)
+    plain = json.loads(json.dumps(memory.to_dict()))  # as stored in the ReportPool status
+    assert plain["knownFinishCpuSeconds"] == 0.34
+    assert policy.State.from_dict(plain) == memory
+    assert policy.State.from_dict({"renderSeconds": 0.035}).finish_cpu_s is None  # older status
