@@ -12,7 +12,8 @@ The policy sees the farm as the operator reads the renderers: a job in a finishi
 queue's count; with ``report`` on, a job's finishing CPU (``reportfarm_stage_cpu_seconds``) per
 job ended (``Observation.finish_cpu_s``, ``reportfarm.capacity``), unknown until a job's
 finishing has ended; off, the pods are sized by browsers alone.
-``python -m reportfarm.simulate.finishing`` compares the two on the named traces.
+``python -m reportfarm.simulate.finishing`` compares the two on the named traces, and shows the
+real node's signing pool woken twice (``node_wakes``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from reportfarm import capacity
 from reportfarm.simulate import farm as farming
-from reportfarm.simulate import workload
+from reportfarm.simulate import traces, workload
 
 SIGNED_EINVOICE_CPU_S = 0.13
 """The finishing stages' CPU per signed PDF/A-3 Factur-X invoice with a visible stamp, in the
@@ -128,8 +129,19 @@ def farm(cpu: JobCpu) -> functools.partial[FinishingFarm]:
     return functools.partial(FinishingFarm, cpu=cpu)
 
 
+def wakes() -> traces.Trace:
+    """Batches that each wake the pool from zero: 1500 jobs in 10 s every 15 minutes, nothing
+    between (the pool scales to zero after 5 idle minutes), for an hour."""
+    counts = [0] * 3600
+    for at in (60, 960, 1860, 2760):
+        traces.spread(counts, at=at, jobs=1500, over_s=10)
+    return traces.Trace(
+        name="wakes", arrivals=tuple(counts), description="1 h, 4 batches of 1500 jobs in 10 s"
+    )
+
+
 def compare(
-    names: tuple[str, ...] = ("steady", "burst", "month-end"),
+    names: tuple[str, ...] = ("steady", "burst", "month-end", "wakes"),
     *,
     finish_cpu_s: float = SIGNED_EINVOICE_CPU_S,
     seed: int = 0,
@@ -137,11 +149,11 @@ def compare(
 ) -> dict[str, Any]:
     """Our policy on each trace: every job finished, the CPU reported vs browsers only, and
     the same trace printed only; the queue wait against the target and the pod-seconds."""
-    from reportfarm.simulate import metrics, ours, running, traces
+    from reportfarm.simulate import metrics, ours, running
 
     results: dict[str, Any] = {}
     for name in names:
-        trace = traces.load(name, seed=seed)
+        trace = wakes() if name == "wakes" else traces.load(name, seed=seed)
         variants = {
             "cpu counted": JobCpu(finish_cpu_s=finish_cpu_s),
             "browsers only": JobCpu(finish_cpu_s=finish_cpu_s, report=False),
@@ -166,9 +178,57 @@ def compare(
     return results
 
 
+def node_wakes(*, seed: int = 0, quiet_s: int = 420) -> dict[str, Any]:
+    """The real node's signing pool (1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target)
+    and its invoices (a 35 ms print, 0.35 s of signing) in two bursts of 40 jobs and 2 a second
+    for 30 s, ``quiet_s`` apart: the pool is at zero when the second one wakes it. Per burst:
+    the queue wait, and the first size decided for it (pods x browsers)."""
+    import random
+
+    from reportfarm import policy
+    from reportfarm.simulate import ours, running
+
+    rng = random.Random(f"node-wakes:{seed}")
+    counts = [0] * (2 * quiet_s)
+    for at in (0, quiet_s):
+        counts[at] += 40
+        for t in range(at, at + 30):
+            counts[t] += traces.poisson(rng, 2.0)
+    spec = policy.PoolSpec(
+        max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10.0
+    )
+    scenario = running.Scenario(
+        spec=spec,
+        finishing=JobCpu(finish_cpu_s=0.35, print_cpu=0.25),
+        render=workload.RenderTimes(median_s=0.035, sigma=0.2),
+        seed=seed,
+    )
+    trace = traces.Trace(name="node-wakes", arrivals=tuple(counts))
+    run = running.run(trace, ours.PolicyController(spec=spec), scenario=scenario)
+    results: dict[str, Any] = {}
+    for burst, start in (("first", 0), ("second", quiet_s)):
+        waits = sorted(
+            job.start - job.arrival
+            for job in run.jobs
+            if job.start is not None and start <= job.arrival < start + quiet_s
+        )
+        woken = next(t for t, before, _ in run.farm.replica_changes if t >= start and before == 0)
+        pools = [after for t, _, after in run.farm.pool_changes if t <= woken]
+        replicas = [after for t, _, after in run.farm.replica_changes if t == woken]
+        results[f"node-wakes/{burst} burst"] = {
+            "target_wait_s": spec.target_wait_s,
+            "p50_wait_s": round(waits[len(waits) // 2], 3),
+            "p95_wait_s": round(waits[int(0.95 * len(waits))], 3),
+            "woken_to": f"{replicas[-1]}x{pools[-1] if pools else spec.fewest_browsers}",
+            "jobs": len(waits),
+        }
+    results["node-wakes/pod_seconds"] = round(run.farm.pod_seconds, 1)
+    return results
+
+
 def main(argv: list[str]) -> int:
     finish_cpu_s = float(argv[0]) if argv else SIGNED_EINVOICE_CPU_S
-    print(json.dumps(compare(finish_cpu_s=finish_cpu_s), indent=2))
+    print(json.dumps({**compare(finish_cpu_s=finish_cpu_s), **node_wakes()}, indent=2))
     return 0
 
 

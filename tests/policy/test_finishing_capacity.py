@@ -210,3 +210,13 @@ def test_the_known_finishing_cpu_round_trips_through_the_status() -> None:
     assert plain["knownFinishCpuSeconds"] == 0.34
     assert policy.State.from_dict(plain) == memory
     assert policy.State.from_dict({"renderSeconds": 0.035}).finish_cpu_s is None  # older status
+
+
+def test_the_simulated_node_pool_wakes_for_its_signatures_the_second_time() -> None:
+    """The node's pool, woken twice by a burst of invoices: the first wake knows nothing of the
+    signatures (4 browsers a pod until the first job's finishing ends), the second remembers
+    them (3 pods of 1 browser at once) and waits less than the first."""
+    woken = finishing.node_wakes()
+    first, second = woken["node-wakes/first burst"], woken["node-wakes/second burst"]
+    assert (first["woken_to"], second["woken_to"]) == ("3x4", "3x1")
+    assert second["p95_wait_s"] < first["p95_wait_s"]
