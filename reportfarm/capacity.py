@@ -62,6 +62,33 @@ def _job_cpu_s(spec: PoolSpec, observation: Observation, *, render_s: float) -> 
     return spec.browser_cpu * render_s + observation.finish_cpu_s
 
 
+JOB_CPU_MIN_JOBS = 20
+"""Fewer jobs ended since the last reading than this: a job's finishing CPU comes from the pods'
+lifetimes (a new pod's first jobs carry its finishing processes' warm-up: on the real node a few
+jobs read 0.06 to 1.4 s a job within 10 s, and the pool's browsers flapped 1 -> 2 -> 1)."""
+
+
+def finish_cpu_s(*, recent: tuple[float, float], lifetime: tuple[float, float]) -> float | None:
+    """CPU seconds of a job's finishing stages from the renderers' counters, each a pair (CPU
+    seconds, jobs ended) summed over the pods read: over the last interval when
+    ``JOB_CPU_MIN_JOBS`` jobs ended in it, else over the pods' lifetimes; None before any job
+    ended. Per job ended, not per render: a job's finishing ends after its render (seconds
+    after it in a burst, the jobs waiting for a finishing process), so per render a signing
+    farm's first seconds read 0 and were sized as a printing one's. The operator and the
+    simulator both read it so."""
+    for (cpu, jobs), least in ((recent, JOB_CPU_MIN_JOBS), (lifetime, 1)):
+        if jobs >= least:
+            return float(cpu / jobs)
+    return None
+
+
+def busy_browsers(*, size: int, busy: int, finishing: int) -> int:
+    """Browsers a pod's jobs hold: those printing (``busy``) and those in its finishing
+    processes (out of their browsers, still on the pod's CPU), at most its pool's ``size``
+    (never fewer than it said printing)."""
+    return min(max(size, busy), busy + finishing)
+
+
 def job_cpu_s(*, print_cpu_s: float, finish_cpu_s: float, jobs: float) -> float | None:
     """CPU seconds per job end to end, from counters over an interval: the print's CPU (the
     browsers' and the renderer's) and the finishing stages' (``reportfarm_stage_cpu_seconds``),

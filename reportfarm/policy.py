@@ -41,6 +41,9 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
    browsers are held for a while when another backlog began shortly before it
    (``reportfarm.recurrence``); measured in docs/comparison/keda.md, it costs more than it saves
    on the shape suite.
+9. Finishing's CPU (``reportfarm.capacity``): a job's finishing CPU, when the renderers report it,
+   gives a pod fewer browsers and the pool more pods; the last figure is remembered
+   (``State.finish_cpu_s``) and sizes a wake until the renderers report a fresh one.
 """
 
 from __future__ import annotations
@@ -262,6 +265,14 @@ class State:
     """When the last decision was taken."""
     render_s: float | None = None
     """The last render time the renderers reported (used while they cannot be read)."""
+    finish_cpu_s: float | None = None
+    """The last finishing CPU per job the renderers reported (``Observation.finish_cpu_s``), used
+    while an observation carries none: a signing farm that wakes (from zero, or its pods' first
+    burst after a quiet) sizes for its signatures from the first decision, where it sized as a
+    printing farm until its first job's finishing ended (seconds into a burst on the real node).
+    It never overrides a reading: as soon as the operator reads a fresh figure (0 when the jobs
+    stopped signing, more when they sign heavier), that figure sizes the pool and replaces it.
+    Until then a farm whose jobs changed kind is sized for the old kind, one burst at most."""
     depth: int | None = None
     """The queue depth at the last decision (for its trend while blind)."""
     trend: tuple[tuple[float, float], ...] = ()
@@ -289,6 +300,7 @@ class State:
             "reason": self.reason,
             "decidedAt": self.decided_at,
             "renderSeconds": self.render_s,
+            "knownFinishCpuSeconds": self.finish_cpu_s,
             "depth": self.depth,
             "trend": [{"at": at, "growth": growth} for at, growth in self.trend],
             "backlogs": list(self.backlogs),
@@ -324,6 +336,7 @@ class State:
             reason=None if data.get("reason") is None else str(data["reason"]),
             decided_at=number("decidedAt"),
             render_s=number("renderSeconds"),
+            finish_cpu_s=number("knownFinishCpuSeconds"),
             depth=integer("depth"),
             trend=tuple(
                 (float(item["at"]), float(item["growth"])) for item in data.get("trend") or ()
@@ -499,6 +512,7 @@ def held_for_jobs(decision: Decision, *, current: int, outliving: int) -> Decisi
 def decide(observation: Observation, spec: PoolSpec, state: State | None = None) -> Decision:
     """The next (replicas, browsers per pod), with a reason and the new state."""
     state = state if state is not None else State()
+    observation = remembered(observation, state)
     now = observation.now
     cur_replicas = state.replicas if state.replicas is not None else observation.ready_replicas
     cur_bpp = state.browsers_per_pod or observation.browsers_per_pod or spec.fewest_browsers
@@ -523,6 +537,9 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         last_work_at=last_work_at,
         busy_average=average,
         render_s=measured_s,
+        finish_cpu_s=state.finish_cpu_s
+        if observation.finish_cpu_s is None
+        else observation.finish_cpu_s,
         depth=state.depth if depth is None else depth,
         trend=trend,
     )
@@ -637,6 +654,15 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         spec=spec,
         blind=blind,
     )
+
+
+def remembered(observation: Observation, state: State | None) -> Observation:
+    """``observation`` as the policy sizes with it: with the last known finishing CPU
+    (``State.finish_cpu_s``) when it carries no job CPU of its own; else as it is."""
+    known = None if state is None else state.finish_cpu_s
+    if known is None or observation.finish_cpu_s is not None or observation.job_cpu_s is not None:
+        return observation
+    return dataclasses.replace(observation, finish_cpu_s=known)
 
 
 def _render_time(observation: Observation, spec: PoolSpec, *, state: State) -> float | None:

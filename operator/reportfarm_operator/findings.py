@@ -32,7 +32,8 @@ class Seen:
     spec_problems: Sequence[specs.Problem] = ()
     """Non-fatal problems of the spec (adjusted values)."""
     finish_cpu_s: float | None = None
-    """CPU seconds of a job's finishing stages, as the renderers reported (None: unknown)."""
+    """CPU seconds of a job's finishing stages the decision sized with: as the renderers
+    reported, else the last figure they reported (the policy's memory); None: never reported."""
     browser_cpu: float | None = None
     """Cores per busy browser the decision sized with: the spec's, or more when the jobs'
     CPU needs more (``reportfarm.capacity``)."""

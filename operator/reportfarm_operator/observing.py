@@ -30,7 +30,7 @@ from azure.core import exceptions as azure_errors
 from azure.core.credentials_async import AsyncTokenCredential
 from prometheus_client import parser
 
-from reportfarm import contract, renderer_api
+from reportfarm import capacity, contract, renderer_api
 from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.queueing import JobQueue
@@ -90,8 +90,8 @@ class PodLoad:
 
 def busy(load: PodLoad) -> int:
     """Browsers a pod's jobs hold: those rendering and those finishing (out of their browsers,
-    still on the pod's CPU), at most its pool's size."""
-    return min(max(load.size, load.busy), load.busy + load.finishing)
+    still on the pod's CPU), at most its pool's size (``capacity.busy_browsers``)."""
+    return capacity.busy_browsers(size=load.size, busy=load.busy, finishing=load.finishing)
 
 
 def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
@@ -107,28 +107,22 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     return None
 
 
-JOB_CPU_MIN_JOBS = 20
-"""Fewer jobs ended since the last reading than this: a job's finishing CPU comes from the pods'
-lifetimes (a new pod's first jobs carry its finishing processes' warm-up: on the real node a few
-jobs read 0.06 to 1.4 s a job within 10 s, and the pool's browsers flapped 1 -> 2 -> 1)."""
-
-
 def finish_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
-    """CPU seconds of a job's finishing stages, over every pod that answered (recent when
-    ``JOB_CPU_MIN_JOBS`` ended since the last reading, else lifetime); None before any job ended.
-    Per job ended, not per render: a job's finishing ends after its render (seconds after it in a
-    burst, the jobs waiting for a finishing process), so per render a signing farm's first
-    seconds read 0 and were sized as a printing one's. The print's CPU is not measured: the
+    """CPU seconds of a job's finishing stages, over every pod that answered, per job ended
+    (``capacity.finish_cpu_s``: recent when ``capacity.JOB_CPU_MIN_JOBS`` ended since the last
+    reading, else lifetime); None before any job ended. The print's CPU is not measured: the
     policy takes the spec's ``browser.cpu`` for it."""
     answered = [load for load in loads.values() if load is not None]
-    for count, cpu, least in (
-        ("jobs_ended", "finish_cpu_seconds", JOB_CPU_MIN_JOBS),
-        ("lifetime_jobs_ended", "lifetime_finish_cpu_seconds", 1),
-    ):
-        jobs = sum(getattr(load, count) for load in answered)
-        if jobs >= least:
-            return float(sum(getattr(load, cpu) for load in answered) / jobs)
-    return None
+    return capacity.finish_cpu_s(
+        recent=(
+            sum(load.finish_cpu_seconds for load in answered),
+            sum(load.jobs_ended for load in answered),
+        ),
+        lifetime=(
+            sum(load.lifetime_finish_cpu_seconds for load in answered),
+            sum(load.lifetime_jobs_ended for load in answered),
+        ),
+    )
 
 
 class Reading(typing.NamedTuple):

@@ -173,6 +173,7 @@ async def scale(
     if decision.replicas != replicas:
         await kube.merge_patch(deployment_path, {"spec": {"replicas": decision.replicas}})
 
+    sized_with = policy.remembered(observation, state)  # the last known finishing CPU, if unread
     seen = findings.Seen(
         decision=decision,
         replicas_before=replicas,
@@ -185,11 +186,11 @@ async def scale(
         resized=resized,
         resize_errors=errors,
         spec_problems=spec.adjustments,
-        finish_cpu_s=observation.finish_cpu_s,
+        finish_cpu_s=sized_with.finish_cpu_s,
         browser_cpu=capacity.sized(
-            spec.policy, observation, render_s=decision.state.render_s
+            spec.policy, sized_with, render_s=decision.state.render_s
         ).browser_cpu,
-        service_s=capacity.service_s(spec.policy, observation, render_s=decision.state.render_s),
+        service_s=capacity.service_s(spec.policy, sized_with, render_s=decision.state.render_s),
     )
     status = reporting.status(seen, previous=previous, now=now, generation=generation)
     log_decision(body, observation=observation, decision=decision, previous=previous)

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import heapq
 import itertools
+import math
 import random
 
 from reportfarm.simulate import latencies, workload
@@ -120,7 +121,13 @@ class Farm:
         return len(self.queue) + self.busy(now)
 
     def busy_by_pod(self, now: float) -> dict[str, int]:
-        return {pod.name: pod.busy(now) for pod in self.pods if not pod.draining}
+        """Per pod not draining, its busy browsers as its renderer says them (``busy_of``)."""
+        return {pod.name: self.busy_of(pod, now) for pod in self.pods if not pod.draining}
+
+    def busy_of(self, pod: Pod, now: float) -> int:
+        """A pod's busy browsers as its renderer says them: those holding a job (a farm that
+        finishes its jobs counts those in finishing too: ``simulate.finishing``)."""
+        return pod.busy(now)
 
     def oldest_by_pod(self, now: float) -> dict[str, float]:
         """Per pod not draining: seconds its longest-running job has run (0: none), as the
@@ -148,7 +155,7 @@ class Farm:
     def busy_seen(self, now: float) -> int:
         """Busy browsers as the operator reads them: from the pods that are not terminating (a
         draining pod's renders are still in the approximate count, not in the busy browsers)."""
-        return sum(pod.busy(now) for pod in self.pods if not pod.draining)
+        return sum(self.busy_of(pod, now) for pod in self.pods if not pod.draining)
 
     def read_renders(self, now: float) -> tuple[int, float]:
         """(renders, their seconds) completed since the previous read, as the operator reads
@@ -254,9 +261,14 @@ class Farm:
         assert job.start is not None
         return job.start + job.render_s
 
-    def job_cpu_s(self, render_s: float | None) -> float | None:
-        """CPU a job needs in its pod, as the renderers report it; None: not modelled."""
+    def read_finish_cpu(self, now: float) -> float | None:
+        """A job's finishing CPU as the operator reads it from the renderers' counters since the
+        previous read (``simulate.finishing``); None: not modelled."""
         return None
+
+    def busy_until(self, pod: Pod) -> float:
+        """When the last of a pod's jobs ends (a draining pod exits then; -inf: none)."""
+        return max((slot.free_at for slot in pod.slots), default=-math.inf)
 
     def close(self, now: float) -> None:
         """End of the run: account the pods still there."""
@@ -268,8 +280,8 @@ class Farm:
         """Draining pods whose renders are all done by ``end`` exit (and stop costing)."""
         staying = []
         for pod in self.pods:
-            if pod.draining and all(slot.free_at <= end for slot in pod.slots):
-                exit_at = max([now, *(slot.free_at for slot in pod.slots)])
+            if pod.draining and self.busy_until(pod) <= end:
+                exit_at = max(now, self.busy_until(pod))
                 self.pod_seconds += exit_at - pod.created_at
             else:
                 staying.append(pod)

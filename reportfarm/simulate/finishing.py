@@ -7,23 +7,29 @@ worker takes one job ahead, so a pod whose finishing lags stops taking jobs: her
 its next job once its last job's finishing began. A finishing process runs at most one core,
 less when the pod's busy browsers leave less (``print_cpu`` each).
 
-The renderers report the CPU a job needs (``reportfarm_stage_cpu_seconds`` with the print's):
-with ``report`` on, the policy sees it (``Observation.job_cpu_s``, ``reportfarm.capacity``);
-off, it sizes by browsers alone, as before. ``python -m reportfarm.simulate.finishing`` compares
-the two on the named traces.
+The policy sees the farm as the operator reads the renderers: a job in a finishing process
+(``reportfarm_finishing_busy``) keeps its pod busy, up to the pool's size, and is still in the
+queue's count; with ``report`` on, a job's finishing CPU (``reportfarm_stage_cpu_seconds``) per
+job ended (``Observation.finish_cpu_s``, ``reportfarm.capacity``), unknown until a job's
+finishing has ended; off, the pods are sized by browsers alone.
+``python -m reportfarm.simulate.finishing`` compares the two on the named traces, and shows the
+real node's signing pool woken twice (``node_wakes``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import heapq
+import itertools
 import json
 import math
 import sys
 from typing import Any
 
+from reportfarm import capacity
 from reportfarm.simulate import farm as farming
-from reportfarm.simulate import workload
+from reportfarm.simulate import traces, workload
 
 SIGNED_EINVOICE_CPU_S = 0.13
 """The finishing stages' CPU per signed PDF/A-3 Factur-X invoice with a visible stamp, in the
@@ -40,11 +46,7 @@ class JobCpu:
     print_cpu: float = PRINT_CPU
     """Cores a busy browser uses."""
     report: bool = True
-    """The renderers report the CPU a job needs (the policy counts it); False: browsers only."""
-
-    def job_cpu_s(self, render_s: float) -> float:
-        """CPU seconds a job needs in its pod end to end."""
-        return self.print_cpu * render_s + self.finish_cpu_s
+    """The renderers report their finishing CPU (the policy counts it); False: browsers only."""
 
 
 class FinishingFarm(farming.Farm):
@@ -55,6 +57,13 @@ class FinishingFarm(farming.Farm):
         self.cpu = cpu
         self._finishers: dict[str, list[float]] = {}
         """Per pod, when each finishing process is free."""
+        self._finishing: dict[str, list[tuple[float, float]]] = {}
+        """Per pod, (begins, ends) of each job's finishing not yet over."""
+        self._finish_ends: list[tuple[float, int, float, str]] = []
+        """(ends, seq, CPU seconds, pod) of each finishing not yet read, a heap."""
+        self._ended: dict[str, tuple[float, int]] = {}
+        """Per pod, (finishing CPU seconds, jobs ended) read so far: its renderer's counters."""
+        self._finish_seq = itertools.count()
 
     def held_until(self, job: workload.Job, slot: farming.Slot) -> float:
         assert job.start is not None
@@ -66,12 +75,53 @@ class FinishingFarm(farming.Farm):
         index = min(range(processes), key=free.__getitem__)
         begins = max(job.start + job.render_s, free[index])
         free[index] = begins + wall
+        self._finishing.setdefault(pod.name, []).append((begins, begins + wall))
+        ended = (begins + wall, next(self._finish_seq), self.cpu.finish_cpu_s, pod.name)
+        heapq.heappush(self._finish_ends, ended)
         return begins
 
-    def job_cpu_s(self, render_s: float | None) -> float | None:
-        if not self.cpu.report or render_s is None:
+    def in_finishing(self, pod: farming.Pod, now: float) -> int:
+        """The pod's jobs in a finishing process now (``reportfarm_finishing_busy``)."""
+        spans = [span for span in self._finishing.get(pod.name, []) if span[1] > now]
+        self._finishing[pod.name] = spans  # the clock only moves on
+        return sum(1 for begins, _ in spans if begins <= now)
+
+    def busy_of(self, pod: farming.Pod, now: float) -> int:
+        """As the operator reads a pod (``capacity.busy_browsers``): a job in finishing keeps
+        its pod busy, up to the pool's size."""
+        return capacity.busy_browsers(
+            size=pod.browsers, busy=pod.busy(now), finishing=self.in_finishing(pod, now)
+        )
+
+    def approximate_count(self, now: float) -> int:
+        """A job in finishing is still in flight: its message is deleted once it is stored."""
+        finishing = sum(self.in_finishing(pod, now) for pod in self.pods)
+        return super().approximate_count(now) + finishing
+
+    def busy_until(self, pod: farming.Pod) -> float:
+        """A draining pod exits once its jobs' finishing is over, not when its browsers are."""
+        return max(super().busy_until(pod), *self._finishers.get(pod.name, [-math.inf]))
+
+    def read_finish_cpu(self, now: float) -> float | None:
+        """A job's finishing CPU as the operator reads it (``capacity.finish_cpu_s``): from the
+        jobs whose finishing ended, in the pods not draining, since the previous read when
+        enough ended, else over those pods' lifetimes; None before any ended, or when the
+        renderers do not report it."""
+        read = [pod.name for pod in self.pods if not pod.draining]  # in order: sums replay
+        recent_cpu, recent_jobs = 0.0, 0
+        while self._finish_ends and self._finish_ends[0][0] <= now:
+            _, _, cpu, name = heapq.heappop(self._finish_ends)
+            total, jobs = self._ended.get(name, (0.0, 0))
+            self._ended[name] = (total + cpu, jobs + 1)
+            if name in read:
+                recent_cpu, recent_jobs = recent_cpu + cpu, recent_jobs + 1
+        if not self.cpu.report:
             return None
-        return self.cpu.job_cpu_s(render_s)
+        lifetime = [self._ended[name] for name in read if name in self._ended]
+        return capacity.finish_cpu_s(
+            recent=(recent_cpu, recent_jobs),
+            lifetime=(sum(cpu for cpu, _ in lifetime), sum(jobs for _, jobs in lifetime)),
+        )
 
 
 def farm(cpu: JobCpu) -> functools.partial[FinishingFarm]:
@@ -79,8 +129,19 @@ def farm(cpu: JobCpu) -> functools.partial[FinishingFarm]:
     return functools.partial(FinishingFarm, cpu=cpu)
 
 
+def wakes() -> traces.Trace:
+    """Batches that each wake the pool from zero: 1500 jobs in 10 s every 15 minutes, nothing
+    between (the pool scales to zero after 5 idle minutes), for an hour."""
+    counts = [0] * 3600
+    for at in (60, 960, 1860, 2760):
+        traces.spread(counts, at=at, jobs=1500, over_s=10)
+    return traces.Trace(
+        name="wakes", arrivals=tuple(counts), description="1 h, 4 batches of 1500 jobs in 10 s"
+    )
+
+
 def compare(
-    names: tuple[str, ...] = ("steady", "burst", "month-end"),
+    names: tuple[str, ...] = ("steady", "burst", "month-end", "wakes"),
     *,
     finish_cpu_s: float = SIGNED_EINVOICE_CPU_S,
     seed: int = 0,
@@ -88,11 +149,11 @@ def compare(
 ) -> dict[str, Any]:
     """Our policy on each trace: every job finished, the CPU reported vs browsers only, and
     the same trace printed only; the queue wait against the target and the pod-seconds."""
-    from reportfarm.simulate import metrics, ours, running, traces
+    from reportfarm.simulate import metrics, ours, running
 
     results: dict[str, Any] = {}
     for name in names:
-        trace = traces.load(name, seed=seed)
+        trace = wakes() if name == "wakes" else traces.load(name, seed=seed)
         variants = {
             "cpu counted": JobCpu(finish_cpu_s=finish_cpu_s),
             "browsers only": JobCpu(finish_cpu_s=finish_cpu_s, report=False),
@@ -117,9 +178,57 @@ def compare(
     return results
 
 
+def node_wakes(*, seed: int = 0, quiet_s: int = 420) -> dict[str, Any]:
+    """The real node's signing pool (1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target)
+    and its invoices (a 35 ms print, 0.35 s of signing) in two bursts of 40 jobs and 2 a second
+    for 30 s, ``quiet_s`` apart: the pool is at zero when the second one wakes it. Per burst:
+    the queue wait, and the first size decided for it (pods x browsers)."""
+    import random
+
+    from reportfarm import policy
+    from reportfarm.simulate import ours, running
+
+    rng = random.Random(f"node-wakes:{seed}")
+    counts = [0] * (2 * quiet_s)
+    for at in (0, quiet_s):
+        counts[at] += 40
+        for t in range(at, at + 30):
+            counts[t] += traces.poisson(rng, 2.0)
+    spec = policy.PoolSpec(
+        max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10.0
+    )
+    scenario = running.Scenario(
+        spec=spec,
+        finishing=JobCpu(finish_cpu_s=0.35, print_cpu=0.25),
+        render=workload.RenderTimes(median_s=0.035, sigma=0.2),
+        seed=seed,
+    )
+    trace = traces.Trace(name="node-wakes", arrivals=tuple(counts))
+    run = running.run(trace, ours.PolicyController(spec=spec), scenario=scenario)
+    results: dict[str, Any] = {}
+    for burst, start in (("first", 0), ("second", quiet_s)):
+        waits = sorted(
+            job.start - job.arrival
+            for job in run.jobs
+            if job.start is not None and start <= job.arrival < start + quiet_s
+        )
+        woken = next(t for t, before, _ in run.farm.replica_changes if t >= start and before == 0)
+        pools = [after for t, _, after in run.farm.pool_changes if t <= woken]
+        replicas = [after for t, _, after in run.farm.replica_changes if t == woken]
+        results[f"node-wakes/{burst} burst"] = {
+            "target_wait_s": spec.target_wait_s,
+            "p50_wait_s": round(waits[len(waits) // 2], 3),
+            "p95_wait_s": round(waits[int(0.95 * len(waits))], 3),
+            "woken_to": f"{replicas[-1]}x{pools[-1] if pools else spec.fewest_browsers}",
+            "jobs": len(waits),
+        }
+    results["node-wakes/pod_seconds"] = round(run.farm.pod_seconds, 1)
+    return results
+
+
 def main(argv: list[str]) -> int:
     finish_cpu_s = float(argv[0]) if argv else SIGNED_EINVOICE_CPU_S
-    print(json.dumps(compare(finish_cpu_s=finish_cpu_s), indent=2))
+    print(json.dumps({**compare(finish_cpu_s=finish_cpu_s), **node_wakes()}, indent=2))
     return 0
 
 

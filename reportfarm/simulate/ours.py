@@ -41,10 +41,12 @@ class PolicyController:
             return
         self.next_at += self.interval_s
         blind = any(start <= now < end for start, end in self.blind)
-        # What scaling.observe reads: busy browsers from the pods not terminating, the render
-        # time and count from the renderers' counters since the previous tick (renders that
-        # ended, not renders that started), else their lifetime mean.
+        # What scaling.observe reads: busy browsers from the pods not terminating (a job in
+        # finishing counts), the render time and count from the renderers' counters since the
+        # previous tick (renders that ended, not renders that started), else their lifetime
+        # mean, and a job's finishing CPU per job ended (None before one ended).
         completed, seconds = farm.read_renders(now)
+        finish_cpu_s = farm.read_finish_cpu(now)
         lifetime, lifetime_s = farm.lifetime
         mean = seconds / completed if completed else (lifetime_s / lifetime if lifetime else None)
         observation = policy.Observation(
@@ -55,7 +57,7 @@ class PolicyController:
             busy_browsers=None if blind else farm.busy_seen(now),
             mean_render_s=None if blind else mean,
             completed=None if blind else completed,
-            job_cpu_s=None if blind else farm.job_cpu_s(mean),
+            finish_cpu_s=None if blind else finish_cpu_s,
         )
         state = policy.State.from_dict(self.status)
         decision = policy.decide(observation, spec=self.spec, state=state)

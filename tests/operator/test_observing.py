@@ -20,7 +20,7 @@ from reportfarm_operator import observing, specs
 from reportfarm_renderer import http
 from reportfarm_renderer.metrics import RendererMetrics
 
-from reportfarm import azurite, contract
+from reportfarm import azurite, capacity, contract
 from reportfarm.storage.queueing import JobQueue
 
 
@@ -129,7 +129,7 @@ async def test_the_finishing_stages_cpu_reaches_the_observation(
     the last interval when enough jobs ended in it, else over the pod's life; unknown (not 0)
     while renders have ended but no job yet, as in a signing farm's first seconds."""
     watcher = observer(session, port=renderer.port)
-    enough = observing.JOB_CPU_MIN_JOBS
+    enough = capacity.JOB_CPU_MIN_JOBS
     render(renderer.metrics, *[0.05] * enough)  # printed, still finishing: no job ended yet
     started = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
     assert observing.finish_cpu_s(started) is None

@@ -605,3 +605,18 @@ async def test_reconciling_an_unusable_spec_is_permanent_before_any_call(
     operator has no runtime here: reaching it would be a temporary error instead)."""
     with pytest.raises(kopf.PermanentError, match=f"invalid spec: {field}"):
         await handlers.reconcile(body=body(**spec), memo=kopf.Memo(), logger=logging.getLogger())
+
+
+async def test_a_signing_pool_wakes_with_the_finishing_cpu_it_remembers() -> None:
+    """A pool at zero, which read 1.2 s of finishing CPU a job in its last burst: the wake is
+    sized for it (2 cores a busy browser: 1 browser a pod) though no job has ended since, the
+    status says what it sized with, and the memory is written back."""
+    status = remembered(replicas=0, browsers_per_pod=1, render_s=0.5, finish_cpu_s=1.2)
+    outcome = await tick(body(status), cluster(0), FakeObserver(depth=40))
+    assert outcome.decision.reason is policy.Reason.WAKE_FROM_ZERO
+    assert outcome.decision.browsers_per_pod == 1, outcome.decision.message
+    assert outcome.status["lastDecision"]["finishCpuSeconds"] == 1.2
+    assert outcome.status["lastDecision"]["browserCpu"] == 2.0
+    assert outcome.status["policy"]["knownFinishCpuSeconds"] == 1.2
+    plain = await tick(body(), cluster(0), FakeObserver(depth=40))
+    assert plain.decision.browsers_per_pod == 4  # not remembered: sized by browsers

@@ -4,11 +4,14 @@ simulated farm that signs every job keeps the queue waits of one that only print
 from __future__ import annotations
 
 import dataclasses
+import json
+import random
+import statistics
 
 import pytest
 
 from reportfarm import capacity, policy
-from reportfarm.simulate import finishing
+from reportfarm.simulate import farm, finishing, ours, running, traces, workload
 
 SPEC = policy.PoolSpec(
     min_replicas=0, max_replicas=50, max_browsers_per_pod=8, pod_cpu=2.0, browser_cpu=0.5
@@ -95,3 +98,125 @@ def test_a_light_print_that_signs_is_sized_at_the_pods_cpu_rate() -> None:
     assert by_browsers.replicas == 1, by_browsers.message  # 40 x 35 ms: one pod looks enough
     plain = dataclasses.replace(seen, finish_cpu_s=0.0)
     assert capacity.sized(spec, plain, render_s=0.035).browser_cpu == spec.browser_cpu
+
+
+def _light_signing_farm(**timings: float) -> finishing.FinishingFarm:
+    """A pod of 1 CPU whose jobs print in 35 ms and sign with 0.35 s of CPU, as on the node."""
+    return finishing.FinishingFarm(
+        cpu=finishing.JobCpu(finish_cpu_s=0.35, print_cpu=0.25),
+        timings=farm.Timings(pod_start_s=0.0, resize_failure=0.0, **timings),
+        browsers_per_pod=2,
+        rng=random.Random(0),
+        pod_cpu_request=1.0,
+    )
+
+
+def test_the_simulator_reads_a_pod_as_the_operator_does() -> None:
+    """A job in a finishing process keeps its pod busy (up to the pool's size) and its message
+    in the queue's count; its finishing CPU is unknown until a job's finishing ended, then per
+    job ended; a draining pod stays until its finishing is over."""
+    cluster = _light_signing_farm()
+    cluster.add_pods(1, now=0.0)
+    jobs = [workload.Job(arrival=0.0, render_s=0.035) for _ in range(2)]
+    cluster.step(0.0, arrivals=jobs)
+    # Both printed in 35 ms; the pod's one finishing process signs the first job, and the second
+    # waits for it in its browser (the worker's take-ahead).
+    (pod,) = cluster.pods
+    assert (pod.busy(0.2), cluster.in_finishing(pod, 0.2)) == (1, 1)
+    assert cluster.busy_by_pod(0.2) == {pod.name: 2} == {pod.name: cluster.busy_seen(0.2)}
+    assert cluster.approximate_count(0.2) == 2
+    assert cluster.read_finish_cpu(0.2) is None  # no job's finishing has ended yet
+    assert cluster.read_finish_cpu(0.8) == pytest.approx(0.35)  # the first one's, lifetime
+    cluster.drain([pod.name], now=0.8)
+    assert cluster.pods == [pod]  # its second job signs until 1.4 s
+    cluster.step(1.0, arrivals=[])
+    assert cluster.pods == []
+
+
+def test_a_signing_farm_of_light_prints_holds_the_pods_its_finishing_keeps_busy() -> None:
+    """5 invoices a second on pods of 1 CPU: a print of 35 ms, then 0.35 s of signing. Read by
+    their printing browsers alone, the pods look nearly idle (0.2 browsers busy), the steady need
+    is sized from the prints, and the stream is served by backlogs that build and drain: after the
+    wake, p95 0.35 s on 3.5 pods (the simulator before it modelled the operator's fix: 0.55 s on
+    3.1). With the jobs in finishing counted busy: 0.08 s on 3.7 pods."""
+    spec = policy.PoolSpec(
+        min_replicas=1,
+        max_replicas=10,
+        max_browsers_per_pod=4,
+        pod_cpu=1.0,
+        browser_cpu=0.25,
+        target_wait_s=10,
+    )
+    rng = random.Random(0)
+    trace = traces.Trace(
+        name="invoices", arrivals=tuple(traces.poisson(rng, 5.0) for _ in range(600))
+    )
+    scenario = running.Scenario(
+        spec=spec,
+        finishing=finishing.JobCpu(finish_cpu_s=0.35, print_cpu=0.25),
+        render=workload.RenderTimes(median_s=0.035, sigma=0.2),
+        max_tail_s=60,
+    )
+    run = running.run(trace, ours.PolicyController(spec=spec), scenario=scenario)
+    waits = sorted(job.start - job.arrival for job in run.jobs if job.start and job.arrival >= 120)
+    assert waits[int(0.95 * len(waits))] < 0.2
+    assert statistics.mean(run.replicas[120:600]) > 3.6
+
+
+NODE_SPEC = policy.PoolSpec(
+    max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
+)
+"""The real node's signing pool: 1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target."""
+
+
+def _asleep(finish_cpu_s: float | None) -> policy.State:
+    """A pool scaled to zero after a burst of invoices: 35 ms prints, and the finishing CPU per
+    job it read then (None: not remembered)."""
+    return policy.State(
+        replicas=0,
+        browsers_per_pod=1,
+        render_s=0.035,
+        finish_cpu_s=finish_cpu_s,
+        last_work_at=0.0,
+        decided_at=995.0,
+        depth=0,
+        reason="ScaleToZero",
+    )
+
+
+def test_a_signing_farm_that_wakes_sizes_for_its_signatures_from_the_first_decision() -> None:
+    """40 invoices wake the pool: no pod runs, no job's finishing has ended, so nothing reads
+    the finishing CPU yet. The memory of the last burst (0.34 s a job) sizes the wake for it:
+    3 pods of 1 browser, where by the prints alone (40 x 35 ms) one pod of 4 looks enough. The
+    first reading then replaces it, whatever it says (0 once the jobs stop signing)."""
+    woken = policy.Observation(
+        now=1000.0, queue_depth=40, ready_replicas=0, browsers_per_pod=4, busy_browsers=0
+    )
+    blind = policy.decide(woken, NODE_SPEC, _asleep(None))
+    known = policy.decide(woken, NODE_SPEC, _asleep(0.34))
+    assert (blind.replicas, blind.browsers_per_pod) == (1, 4), blind.message
+    assert (known.replicas, known.browsers_per_pod) == (3, 1), known.message
+    assert known.reason is policy.Reason.WAKE_FROM_ZERO
+    assert known.state.finish_cpu_s == 0.34  # kept until a reading replaces it
+    plain = dataclasses.replace(woken, now=1005.0, ready_replicas=3, finish_cpu_s=0.0)
+    assert policy.decide(plain, NODE_SPEC, known.state).state.finish_cpu_s == 0.0
+    unread = dataclasses.replace(plain, finish_cpu_s=None, job_cpu_s=0.3)  # measured otherwise
+    assert policy.decide(unread, NODE_SPEC, known.state).state.finish_cpu_s == 0.34
+
+
+def test_the_known_finishing_cpu_round_trips_through_the_status() -> None:
+    memory = _asleep(0.34)
+    plain = json.loads(json.dumps(memory.to_dict()))  # as stored in the ReportPool status
+    assert plain["knownFinishCpuSeconds"] == 0.34
+    assert policy.State.from_dict(plain) == memory
+    assert policy.State.from_dict({"renderSeconds": 0.035}).finish_cpu_s is None  # older status
+
+
+def test_the_simulated_node_pool_wakes_for_its_signatures_the_second_time() -> None:
+    """The node's pool, woken twice by a burst of invoices: the first wake knows nothing of the
+    signatures (4 browsers a pod until the first job's finishing ends), the second remembers
+    them (3 pods of 1 browser at once) and waits less than the first."""
+    woken = finishing.node_wakes()
+    first, second = woken["node-wakes/first burst"], woken["node-wakes/second burst"]
+    assert (first["woken_to"], second["woken_to"]) == ("3x4", "3x1")
+    assert second["p95_wait_s"] < first["p95_wait_s"]
