@@ -21,11 +21,17 @@ def compute_backoff(
     return (rng or random).uniform(ceiling / 2, ceiling)
 
 
+IDLE_FIRST_S = 0.05
+"""The first idle pause of a receive loop (then doubling to ``Pacing.poll_max_s``)."""
+
+
 @dataclasses.dataclass
 class Pacing:
     """How a receive loop (the renderer's worker, the webhook dispatcher) waits between receives:
     after failed ones, backoff (from 0.5 s, doubling to 30 s, jittered); after empty ones, an idle
-    pause doubling from 50 ms to ``poll_max_s``; after work, none."""
+    pause doubling from 50 ms to ``poll_max_s``; after a receive that filled what it asked for,
+    none; after one that gave fewer (the queue had no more visible messages: Azure returns the
+    visible ones when fewer than asked), the first idle pause, not an empty receive at once."""
 
     poll_max_s: float
     """The longest idle pause: how late a message may be noticed on a quiet queue."""
@@ -38,10 +44,16 @@ class Pacing:
         self.failures += 1
         return self.failures
 
-    def received(self, count: int) -> int:
-        """Count a receive that gave ``count`` messages; return the failures it ends."""
+    def received(self, count: int, *, asked: int | None = None) -> int:
+        """Count a receive that gave ``count`` messages of the ``asked`` (None: as many as it
+        could take); return the failures it ends."""
         ended, self.failures = self.failures, 0
-        self.idle_s = 0.0 if count else min(self.poll_max_s, max(0.05, self.idle_s * 2))
+        if not count:
+            self.idle_s = min(self.poll_max_s, max(IDLE_FIRST_S, self.idle_s * 2))
+        elif asked is not None and count < asked:  # the queue is drained for now
+            self.idle_s = min(self.poll_max_s, IDLE_FIRST_S)
+        else:
+            self.idle_s = 0.0
         return ended
 
     def pause_s(self) -> float:

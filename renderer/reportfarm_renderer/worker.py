@@ -1,7 +1,8 @@
 """The queue worker: receive as many jobs as the pool has room for, keep them leased, drain.
 
 - Receives in batches sized to the pool's free capacity plus one job taken ahead (at most 32,
-  Azure's limit).
+  Azure's limit). A receive that gave fewer than it asked for found the lanes drained: the next
+  waits the first idle pause (or a wake), as after an empty one, instead of asking again at once.
 - Lanes: the interactive lane is asked first; bulk gets what is left, limited to a weighted
   share while interactive traffic is live (``lanes.LaneShare``), so it never starves.
 - A lease keeper extends every running job's visibility at a third of the visibility timeout,
@@ -64,7 +65,7 @@ class QueueWorker:
         self.runner = runner
         self.lanes = lanes
         """Queues in priority order: the interactive lane first, then bulk (the farm's queue)."""
-        self.share = lanes_module.LaneShare(weight=interactive_weight)
+        self.share = lanes_module.LaneShare(weight=interactive_weight, recheck_s=poll_max_s)
         self.pool = pool
         self.metrics = metrics
         self.visibility_timeout = visibility_timeout
@@ -191,7 +192,7 @@ class QueueWorker:
                 self.last_error,
             )
             return None
-        if ended := self._pacing.received(len(leases)):
+        if ended := self._pacing.received(len(leases), asked=wanted):
             logger.info("queues reachable again after %d failures", ended)
         self.queue_ready, self.last_error = True, None
         self.timeline.mark("ready")

@@ -53,3 +53,23 @@ def test_a_free_browser_is_held_for_interactive_while_its_traffic_is_live() -> N
 def test_weight_must_be_positive(weight: int) -> None:
     with pytest.raises(ValueError):
         LaneShare(weight=weight)
+
+
+def test_an_empty_bulk_lane_is_not_asked_first_again_until_its_recheck() -> None:
+    clock = Clock()
+    share = LaneShare(weight=3, hold_s=2.0, clock=clock)  # recheck_s: 1 s by default
+    share.interactive_started(1)
+    assert share.bulk_first(2) == 1  # its credit: bulk is asked first...
+    share.bulk_started(0)  # ...and was empty
+    asked = 0
+    for _ in range(9):  # interactive jobs keep coming, 0.1 s apart
+        clock.now += 0.1
+        share.interactive_started(1)
+        asked += share.bulk_first(2) > 0
+    assert asked == 0  # not once within the recheck (before: at every interactive job)
+    clock.now += 0.2
+    assert share.bulk_first(2) == 2  # the recheck is due: its credit grew meanwhile
+    share.bulk_started(2)  # bulk had work: it is asked again as its credit allows
+    clock.now += 0.1
+    share.interactive_started(3)
+    assert share.bulk_first(2) > 0
