@@ -112,16 +112,23 @@ class Tally:
         }
 
 
-def einvoice_kinds() -> list[Kind]:
-    """The month-end pair: the example invoice printed plain, and the same invoice as a signed
-    PDF/A-3 Factur-X e-invoice with a visible stamp (EN 16931's rules checked)."""
-    data = json.loads(INVOICE.read_text())
-    finish = finishing.Finish(
-        metadata=finishing.Metadata(title="Invoice", author="reportfarm bench", language="de"),
+def einvoice_finish(*, author: str = "reportfarm bench") -> finishing.Finish:
+    """What a month-end run keeps of each invoice: metadata, Factur-X (its XML attached as
+    ``finishing.FACTURX_XML_NAME``, EN 16931's rules checked), PDF/A-3b and a visible PAdES
+    signature. The real node's signing farm (``tests/node/signing.py``) sends the same."""
+    return finishing.Finish(
+        metadata=finishing.Metadata(title="Invoice", author=author, language="de"),
         facturx=finishing.FacturX(xml_blob=finishing.FACTURX_XML_NAME),
         pdfa="3b",
         sign=finishing.Signature(visible=True, reason="Rechnung", location="Berlin"),
     )
+
+
+def einvoice_kinds() -> list[Kind]:
+    """The month-end pair: the example invoice printed plain, and the same invoice as a signed
+    PDF/A-3 Factur-X e-invoice with a visible stamp (EN 16931's rules checked)."""
+    data = json.loads(INVOICE.read_text())
+    finish = einvoice_finish()
     xml = {finishing.FACTURX_XML_NAME: finish_costs.INVOICE_XML.read_bytes()}
     return [
         Kind("plain", "invoice", data),

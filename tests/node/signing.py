@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reportfarm_bench import einvoice
+
 from reportfarm import contract, finishing
 from reportfarm.client import ReportFarmClient, Submission
 from tests.harness import reportpools
@@ -23,13 +25,8 @@ from tests.node import farm, release
 
 DATA = json.loads((release.ROOT / "examples" / "data" / "invoice.json").read_text())
 XML = (release.ROOT / "examples" / "data" / "invoice.factur-x.xml").read_bytes()
-EINVOICE = finishing.Finish(
-    metadata=finishing.Metadata(title="Invoice", author="reportfarm node test", language="de"),
-    facturx=finishing.FacturX(xml_blob=finishing.FACTURX_XML_NAME),
-    pdfa="3b",
-    sign=finishing.Signature(visible=True, reason="Rechnung", location="Berlin"),
-)
-"""As ``reportfarm bench einvoice``'s e-invoice kind."""
+EINVOICE = einvoice.einvoice_finish(author="reportfarm node test")
+"""``reportfarm bench einvoice``'s e-invoice kind."""
 SIGNING_SECRET = "signing"
 BROWSER_CPU = 0.25
 

@@ -10,21 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reportfarm import policy, recurrence
+from tests.policy import pools
 
 # 1 s renders, a 10 s target, pods ready at once, no steady window: a backlog of 200 jobs needs
 # 20 browsers (5 pods of 4), and only the hold can keep them once it drained.
-POOL: dict[str, Any] = dict(
-    pod_start_s=0.0,
-    target_utilization=1.0,
-    busy_smoothing_s=0.0,
-    default_render_s=1.0,
-    target_wait_s=10.0,
-    max_replicas=10,
-    pod_cpu=2.0,
-    browser_cpu=0.5,
-    scale_down_stabilization_s=0.0,
-    scale_to_zero_idle_s=300.0,
-)
+POOL: dict[str, Any] = {
+    **{key: value for key, value in pools.EXACT.items() if key not in ("full_pools", "tolerance")},
+    "scale_down_stabilization_s": 0.0,
+}
 BATCH = ((200, 4), (120, 20), (20, 20), (0, 0))
 """(depth, busy) at four ticks 5 s apart: a batch lands, 5 pods drain it, it is gone."""
 IDLE = ((0, 0),)
