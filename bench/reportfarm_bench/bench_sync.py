@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -70,6 +71,7 @@ async def run(
     polling: bool,
     console: Console,
     pages_per_browser: int = 1,
+    count_requests: bool = False,
 ) -> dict[str, Any]:
     _, documents = documenting.load()
     load_before = _load()
@@ -79,8 +81,14 @@ async def run(
             chromium = launcher.executable_path or launcher.playwright.chromium.executable_path
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-sync-")))
         sides, paths, clients = await _our_sides(
-            stack, logs, pool_size=pool_size, pages=pages_per_browser, polling=polling
+            stack,
+            logs,
+            pool_size=pool_size,
+            pages=pages_per_browser,
+            polling=polling,
+            count_requests=count_requests,
         )
+        requests = _Requests(logs, sides=list(paths) if count_requests else [])
         for name, ours in paths.items():
             console.log(
                 f"{name}: gateway {ours.url}, renderer of {pool_size} browser(s) x "
@@ -140,6 +148,7 @@ async def run(
                         before = await asyncio.to_thread(trees[name].total_s)
                         parts_before = {p: t.total_s() for p, t in part_trees.items()}
                         known = len(clients["gateway"].job_ids)
+                        log_start = requests.mark(name)
                         sampled: list[footprint.Peak | sync.TreeCpu] = [
                             peaks[concurrency][name],
                             trees[name],
@@ -159,6 +168,7 @@ async def run(
                             )
                         after = await asyncio.to_thread(trees[name].total_s)
                         cpu_s[concurrency][name] += after - before
+                        requests.add(concurrency, name, start=log_start)
                         if name == "gateway":
                             for part, tree in part_trees.items():
                                 spent = tree.total_s() - parts_before[part]
@@ -212,7 +222,54 @@ async def run(
             part: round(spent * 1000 / done, 1) if done else None
             for part, spent in part_cpu_s[concurrency].items()
         }
+    requests.report(report, runs)
     return report
+
+
+class _Requests:
+    """Our sides' storage requests during their chunks, from each side's Azurite debug log
+    (``--count-requests``; ``sides`` empty: none counted)."""
+
+    def __init__(self, logs: Path, *, sides: list[str]) -> None:
+        self.logs = {name: _debug_log(logs, name) for name in sides}
+        self.counted: dict[tuple[int, str], collections.Counter[str]] = {}
+
+    def mark(self, side: str) -> int:
+        """Where ``side``'s log ends now (0: not counted, or nothing logged yet)."""
+        log = self.logs.get(side)
+        return log.stat().st_size if log is not None and log.exists() else 0
+
+    def add(self, concurrency: int, side: str, *, start: int) -> None:
+        """Count what ``side``'s log says past ``start`` as its requests at ``concurrency``."""
+        log = self.logs.get(side)
+        if log is not None and log.exists():
+            found = self.counted.setdefault((concurrency, side), collections.Counter())
+            found.update(idling.count(log, start=start))
+
+    def report(self, report: dict[str, Any], runs: dict[int, dict[str, measuring.Run]]) -> None:
+        """Each counted row's ``storage_requests_per_pdf`` (``requests_per_pdf``)."""
+        for (concurrency, side), counted in self.counted.items():
+            row = report["by_concurrency"][str(concurrency)][side]
+            row["storage_requests_per_pdf"] = requests_per_pdf(
+                counted, pdfs=runs[concurrency][side].count
+            )
+
+
+def requests_per_pdf(counted: collections.Counter[str], *, pdfs: int) -> dict[str, float] | None:
+    """Storage requests a PDF by kind (``idling.kind``), with ``all`` and ``receives`` (queue
+    GETs of messages); None without PDFs."""
+    if not pdfs:
+        return None
+    receives = sum(n for kind, n in counted.items() if kind.startswith("queue GET") and
+                   kind.endswith(" messages"))  # fmt: skip
+    per = {kind: round(n / pdfs, 2) for kind, n in sorted(counted.items())}
+    return {"all": round(sum(counted.values()) / pdfs, 2), "receives": round(receives / pdfs, 2),
+            **per}  # fmt: skip
+
+
+def _debug_log(logs: Path, name: str) -> Path:
+    """Where a side's Azurite logs every request (``--count-requests``)."""
+    return logs / name / "azurite-debug.log"
 
 
 def main(
@@ -227,6 +284,7 @@ def main(
     plot_path: Path | None = None,
     idle_s: float = 0.0,
     pages_per_browser: int = 2,
+    count_requests: bool = False,
 ) -> int:
     """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments."""
     if min(jobs, rounds, pool_size, pages_per_browser, *concurrencies, 1) < 1 or not concurrencies:
@@ -253,6 +311,7 @@ def main(
             polling=polling,
             console=console,
             pages_per_browser=pages_per_browser,
+            count_requests=count_requests,
         )
     )
     if idle_s > 0:
@@ -271,9 +330,16 @@ def main(
 
 
 async def _our_sides(
-    stack: contextlib.AsyncExitStack, logs: Path, *, pool_size: int, pages: int, polling: bool
+    stack: contextlib.AsyncExitStack,
+    logs: Path,
+    *,
+    pool_size: int,
+    pages: int,
+    polling: bool,
+    count_requests: bool = False,
 ) -> tuple[dict[Side, _Side], dict[Side, sync.OurPath], dict[Side, sync.SyncClient]]:
-    """Our path with the hints (``gateway``) and, with ``polling``, without them."""
+    """Our path with the hints (``gateway``) and, with ``polling``, without them; with
+    ``count_requests``, each side's Azurite logs every request (``_debug_log``)."""
     sides: dict[Side, _Side] = {}
     paths: dict[Side, sync.OurPath] = {}
     clients: dict[Side, sync.SyncClient] = {}
@@ -281,7 +347,13 @@ async def _our_sides(
         folder = logs / name
         folder.mkdir()
         ours = await stack.enter_async_context(
-            sync.our_path(pool_size=pool_size, logs=folder, hints=hints, pages_per_browser=pages)
+            sync.our_path(
+                pool_size=pool_size,
+                logs=folder,
+                hints=hints,
+                pages_per_browser=pages,
+                debug_log=_debug_log(logs, name) if count_requests else None,
+            )
         )
         client = await stack.enter_async_context(sync.SyncClient(ours.url))
         sides[name] = _Side(name, client.convert, pod(ours.pids))
@@ -324,6 +396,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-s", type=float, default=0.0, help="then count an idle farm's storage requests"
     )
+    parser.add_argument(
+        "--count-requests",
+        action="store_true",
+        help="count our path's storage requests a PDF from Azurite's debug log (which costs "
+        "Azurite CPU: leave it off for the CPU and throughput figures)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--plot", type=Path, default=Path("out/bench-sync.png"), help="PNG plot path"
@@ -348,5 +426,6 @@ def command(args: argparse.Namespace) -> int:
         polling=args.polling,
         plot_path=args.plot,
         idle_s=args.idle_s,
+        count_requests=args.count_requests,
         pages_per_browser=args.pages_per_browser,
     )

@@ -117,6 +117,17 @@ def verdicts(report: dict[str, Any]) -> dict[str, bool | None]:
     }
 
 
+def _show_requests(concurrency: str, rows: dict[str, Any], console: Console) -> None:
+    """Each of our sides' storage requests a PDF (``--count-requests``), if counted."""
+    for name, row in rows.items():
+        counted = row.get("storage_requests_per_pdf")
+        if counted:
+            console.print(
+                f"{name}'s storage requests a PDF at {concurrency} concurrent: "
+                f"{counted['all']:.1f}, of which {counted['receives']:.1f} receives"
+            )
+
+
 def show(report: dict[str, Any], console: Console) -> None:
     table = Table(title="the synchronous path, as a client meets it")
     for column in ("concurrency", "side", "PDFs/s", "p50 ms", "p95 ms", "CPU ms/PDF"):
@@ -145,6 +156,7 @@ def show(report: dict[str, Any], console: Console) -> None:
         split = rows["gateway"].get("cpu_ms_per_pdf_by_part", {})
         shown = ", ".join(f"{part} {_cell(ms, '.0f')}" for part, ms in split.items())
         console.print(f"our path's CPU ms per PDF by part at {concurrency} concurrent: {shown}")
+        _show_requests(concurrency, rows, console)
     ratios = Table(title="gateway / gotenberg (same Chromium)")
     for column in ("concurrency", "PDFs/s", "p50", "p95", "CPU/PDF", "MiB per PDF/s"):
         ratios.add_column(column, justify="right")

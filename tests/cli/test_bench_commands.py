@@ -43,6 +43,7 @@ OPTIONS = {
         "--concurrency",
         "--gotenberg-bin",
         "--idle-s",
+        "--count-requests",
         "--jobs",
         "--json",
         "--pages-per-browser",

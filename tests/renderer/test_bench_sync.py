@@ -7,11 +7,13 @@ tests/gateway/test_sync_hints.py."""
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from reportfarm_bench import (
@@ -186,3 +188,31 @@ def test_a_trees_cpu_keeps_what_an_exited_process_spent() -> None:
     after = tree.total_s()  # the child is gone from /proc now
     assert child.pid not in footprint.descendants(os.getpid(), footprint.parents())
     assert after - before >= spent - 1e-6  # CPU clock ticks of 0.01 s: equal is possible
+
+
+def test_our_storage_requests_a_pdf_count_each_chunk_and_its_receives(tmp_path: Path) -> None:
+    def line(method: str, path: str) -> str:
+        return (
+            f"2026-12-05T03:00:00Z id info: QueueStorageContextMiddleware: RequestMethod={method} "
+            f"RequestURL=http://127.0.0.1/devstoreaccount1/{path} RequestHeaders:{{}}\n"
+        )
+
+    requests = bench_sync._Requests(tmp_path, sides=["gateway"])
+    log = tmp_path / "gateway" / "azurite-debug.log"
+    log.parent.mkdir()
+    log.write_text(line("GET", "bench-interactive/messages?numofmessages=3") * 7)  # before
+    start = requests.mark("gateway")
+    with log.open("a") as chunk:  # two PDFs: three receives, two deletes
+        chunk.write(line("GET", "bench-interactive/messages?numofmessages=3") * 2)
+        chunk.write(line("GET", "bench/messages?numofmessages=1"))
+        chunk.write(line("DELETE", "bench-interactive/messages/m1?popreceipt=x") * 2)
+    requests.add(2, "gateway", start=start)
+    requests.add(2, "gotenberg", start=0)  # not ours: nothing counted
+    assert requests.mark("gotenberg") == 0
+    runs = {2: {"gateway": _run("gateway", [0.1, 0.1], 0.2)}}
+    report: dict[str, Any] = {"by_concurrency": {"2": {"gateway": {}}}}
+    requests.report(report, runs)
+    counted = report["by_concurrency"]["2"]["gateway"]["storage_requests_per_pdf"]
+    assert (counted["all"], counted["receives"]) == (2.5, 1.5)
+    assert counted["queue GET interactive messages"] == 1.0
+    assert bench_sync.requests_per_pdf(collections.Counter({"x": 3}), pdfs=0) is None
