@@ -65,14 +65,18 @@ def test_a_signing_farm_holds_the_queue_waits_of_a_printing_one() -> None:
     assert counted["pod_seconds"] > prints["pod_seconds"]  # the signatures' CPU is paid for
 
 
+NODE_SPEC = policy.PoolSpec(
+    max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
+)
+"""The real node's signing pool: 1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target."""
+
+
 def test_a_light_print_that_signs_is_sized_at_the_pods_cpu_rate() -> None:
     """As on the real node: the invoice printed in 35 ms and finished with 0.35 s of CPU. A busy
     browser's jobs need 10 cores, more than a pod of 1 has: a pod holds one browser and finishes a
     job every 0.35 s, not every 35 ms. A backlog of 40 is then 14 s of one pod's work, over the
     10 s target: a pod more than the same pods need when a job's CPU just fits its browser."""
-    spec = policy.PoolSpec(
-        max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
-    )
+    spec = NODE_SPEC
     seen = policy.Observation(
         now=0.0,
         queue_depth=40,
@@ -161,12 +165,6 @@ def test_a_signing_farm_of_light_prints_holds_the_pods_its_finishing_keeps_busy(
     waits = sorted(job.start - job.arrival for job in run.jobs if job.start and job.arrival >= 120)
     assert waits[int(0.95 * len(waits))] < 0.2
     assert statistics.mean(run.replicas[120:600]) > 3.6
-
-
-NODE_SPEC = policy.PoolSpec(
-    max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
-)
-"""The real node's signing pool: 1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target."""
 
 
 def _asleep(finish_cpu_s: float | None) -> policy.State:
