@@ -42,7 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "replicas": {"min": 0, "max": 10},
     "browsersPerPod": {"min": 1, "max": 4},
     "browser": {"cpu": "500m", "memory": "512Mi"},
-    "target": {"queueWaitSeconds": 30, "interactiveQueueWaitSeconds": 5},
+    "target": {"queueWaitSeconds": 30, "interactiveQueueWaitSeconds": 5, "jobsPerBrowser": 2},
     "scaleDown": {
         "stabilizationSeconds": 60,
         "recurringBacklogHoldSeconds": 0,
@@ -173,7 +173,7 @@ def pool_spec(spec: Mapping[str, Any]) -> policy.PoolSpec:
         browser_memory_mib=browser_memory,
         target_wait_s=float(get(spec, "target", "queueWaitSeconds")),
         interactive_target_wait_s=None if interactive_wait is None else float(interactive_wait),
-        jobs_per_browser=None if jobs_per_browser is None else float(jobs_per_browser),
+        jobs_per_browser=float(jobs_per_browser) or None,  # 0: no floor
         scale_down_stabilization_s=float(get(spec, "scaleDown", "stabilizationSeconds")),
         recurring_backlog_hold_s=float(get(spec, "scaleDown", "recurringBacklogHoldSeconds")),
         recurring_backlog_within_s=float(get(spec, "scaleDown", "recurringBacklogWithinSeconds")),

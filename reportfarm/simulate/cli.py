@@ -41,7 +41,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=pathlib.Path, metavar="PATH", help="write a PNG plot here")
     p.add_argument("--seed", type=int, default=0, help="seed for traces, jobs and loops")
     p.add_argument("--pod-start-s", type=float, default=None, help="pod start time (20)")
-    p.add_argument("--render-median-s", type=float, default=None, help="median render (0.5)")
+    p.add_argument(
+        "--render-median-s",
+        type=float,
+        default=None,
+        help="median render (0.5); with --suite, every case's (tails kept)",
+    )
     p.add_argument("--render-sigma", type=float, default=None, help="lognormal sigma (0.6)")
     p.add_argument(
         "--target-wait-s", type=float, default=None, help="our ReportPool's accepted wait (5)"
@@ -227,6 +232,7 @@ def run_suite(args: argparse.Namespace) -> int:
         scenario=scenario_from(args),
         phases=args.phases,
         start=args.first,
+        render_median_s=args.render_median_s,
         progress=Console(stderr=True).log,
     )
     if args.plot is not None:

@@ -341,3 +341,16 @@ def test_the_example_report_pool_builds() -> None:
     assert example["spec"]["adminTokenSecretRef"]["name"] in secrets
     assert example["spec"]["templates"]["configMapName"] in maps
     assert env(built["Deployment"])[renderer_api.Var.POOL_SIZE]["value"] == "4"
+
+
+@pytest.mark.parametrize(
+    ("given", "floor"),
+    [
+        pytest.param(None, 2.0, id="default"),
+        pytest.param(0, None, id="zero-turns-it-off"),
+        pytest.param(5, 5.0, id="given"),
+    ],
+)
+def test_the_depth_floor_reaches_the_policy(given: int | None, floor: float | None) -> None:
+    body = pool() if given is None else pool(target={"jobsPerBrowser": given})
+    assert specs.parse(body.spec).policy.jobs_per_browser == floor

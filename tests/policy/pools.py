@@ -17,6 +17,9 @@ EXACT: dict[str, Any] = dict(
     browser_cpu=0.5,
     scale_down_stabilization_s=60.0,
     scale_to_zero_idle_s=300.0,
+    jobs_per_browser=None,
 )
 """No smoothing, no utilization headroom, 1 s renders, a 10 s target, pods ready at once:
-need = busy + ceil(waiting / 10). 2 CPU / 0.5 CPU -> 4 browsers fit a pod."""
+need = busy + ceil(waiting / 10). 2 CPU / 0.5 CPU -> 4 browsers fit a pod. The depth floor
+(``jobs_per_browser``) is off: these tables check the wait-target arithmetic; the floor has
+its own tests."""

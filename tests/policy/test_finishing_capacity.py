@@ -66,9 +66,16 @@ def test_a_signing_farm_holds_the_queue_waits_of_a_printing_one() -> None:
 
 
 NODE_SPEC = policy.PoolSpec(
-    max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10
+    max_replicas=3,
+    max_browsers_per_pod=4,
+    pod_cpu=1.0,
+    browser_cpu=0.25,
+    target_wait_s=10,
+    jobs_per_browser=None,
 )
-"""The real node's signing pool: 1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target."""
+"""The real node's signing pool: 1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target. The
+depth floor is off: these tests check what the finishing CPU changes in the sizing, which the
+floor (20 browsers for 40 jobs) would hide."""
 
 
 def test_a_light_print_that_signs_is_sized_at_the_pods_cpu_rate() -> None:

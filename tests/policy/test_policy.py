@@ -466,10 +466,21 @@ def test_blind_need_does_not_depend_on_what_runs(ready: int, bpp: int) -> None:
     assert policy.required_browsers(seen, spec()) == 2  # 20 x 1 s / (10 s + 1 s)
 
 
-def test_blind_with_a_constant_depth_stays_bounded() -> None:
+@pytest.mark.parametrize(
+    ("jobs_per_browser", "bound"),
+    [
+        pytest.param(None, 4, id="no-floor"),  # 20 x 1 s / (5 s + 1 s) / 0.85 utilization
+        pytest.param(2.0, 12, id="default-floor"),  # 20 / 2 browsers: 3 pods of 4
+    ],
+)
+def test_blind_with_a_constant_depth_stays_bounded(
+    jobs_per_browser: float | None, bound: int
+) -> None:
     """Renderers' /metrics unreadable (kwok pods, a NetworkPolicy), 20 jobs that never finish:
     feeding each decision back must not climb (it went to 24 browsers, 200 jobs to the maximum)."""
-    pool = policy.PoolSpec(max_replicas=10, target_wait_s=5.0, default_render_s=1.0)
+    pool = policy.PoolSpec(
+        max_replicas=10, target_wait_s=5.0, default_render_s=1.0, jobs_per_browser=jobs_per_browser
+    )
     memory, ready, bpp = policy.State(), 0, 1
     sizes = []
     for tick in range(60):
@@ -484,7 +495,7 @@ def test_blind_with_a_constant_depth_stays_bounded() -> None:
         memory, ready, bpp = decision.state, decision.replicas, decision.browsers_per_pod
         sizes.append(ready * bpp)
         assert decision.blind
-    assert max(sizes) <= 4  # 20 x 1 s / (5 s + 1 s) / 0.85 utilization
+    assert max(sizes) <= bound
     assert sizes[-1] == sizes[1]  # no drift once it has seen the depth
 
 
@@ -553,3 +564,45 @@ def test_outliving_counts_busy_pods_whose_oldest_job_is_expected_past_the_drain(
     assert policy.outliving(busy, oldest_s_by_pod=oldest, render_s=2.0, drain_s=60.0) == 0
     # a job younger than a long mean is expected to need the rest of it
     assert policy.outliving({"a": 1}, oldest_s_by_pod={"a": 5.0}, render_s=90.0, drain_s=25) == 1
+
+
+def _jump_seen(depth: int, *, before: int, ready: int, busy: int) -> tuple[Any, ...]:
+    """A pool of ``ready`` pods of 4 browsers, 0.5 s renders, that saw ``before`` queued 5 s ago."""
+    memory = policy.State(
+        replicas=ready,
+        browsers_per_pod=4,
+        last_work_at=NOW - 5,
+        busy_average=float(busy),
+        render_s=0.5,
+        depth=before,
+        decided_at=NOW - 5,
+    )
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=depth,
+        ready_replicas=ready,
+        browsers_per_pod=4,
+        busy_browsers=busy,
+        mean_render_s=0.5,
+    )
+    return seen, memory
+
+
+def test_the_depth_floor_sizes_the_first_sight_of_a_jump_for_the_depth() -> None:
+    """5 queued, then 150: a batch or a jump in the stream, which one decision cannot tell. The
+    wait target alone asks for the backlog's 5 s drain (14 pods); the default floor asks for a
+    browser per 2 queued jobs (75 browsers: all 20 pods) before the stream is measured."""
+    assert policy.PoolSpec().jobs_per_browser == 2.0
+    seen, memory = _jump_seen(150, before=5, ready=1, busy=4)
+    floored = policy.decide(seen, policy.PoolSpec(max_replicas=20), memory)
+    unfloored = policy.decide(seen, policy.PoolSpec(max_replicas=20, jobs_per_browser=None), memory)
+    assert floored.replicas * floored.browsers_per_pod >= 75, floored.message
+    assert floored.replicas > unfloored.replicas, (floored.message, unfloored.message)
+
+
+def test_the_depth_floor_starts_no_pod_the_ready_ones_drain() -> None:
+    """12 queued on one idle pod of 4 browsers: 6 by the floor, but the pod drains them in
+    1.5 s, long before a new pod would be ready: no pod is started."""
+    seen, memory = _jump_seen(12, before=0, ready=1, busy=0)
+    decision = policy.decide(seen, policy.PoolSpec(max_replicas=20), memory)
+    assert (decision.replicas, decision.browsers_per_pod) == (1, 4), decision.message

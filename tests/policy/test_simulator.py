@@ -446,3 +446,15 @@ def test_the_simulated_operator_keeps_the_pods_whose_jobs_a_drain_would_interrup
         fewest = min(fewest, cluster.replicas)
     assert cluster.interrupted == 0
     assert fewest < 3  # and they went once their jobs had ended
+
+
+def test_cli_suite_sets_every_cases_render_median(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--render-median-s`` with ``--suite``: the same case at 4x slower renders needs more
+    pod-seconds on every side (the suite's own cases render at a 0.5 s median)."""
+    found = {}
+    for extra in ([], ["--render-median-s", "2"]):
+        cli.main(["--suite", "1", "--first", "2", "--phases", "1", "--json", *extra])
+        [row] = json.loads(capsys.readouterr().out)["cases"]
+        found[bool(extra)] = row["mean"]
+    for side in ("reportfarm", "tuned", "tuned-120"):
+        assert found[True][side]["pod_seconds"] > 1.5 * found[False][side]["pod_seconds"], side
