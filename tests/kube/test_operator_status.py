@@ -31,6 +31,7 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
+from reportfarm_operator import specs
 
 from reportfarm import azurite
 from reportfarm.storage.queueing import JobQueue
@@ -108,11 +109,12 @@ def fill(connection: str, queue: str, count: int) -> None:
     asyncio.run(go())
 
 
-def blind_bound(*, depth: int, target_wait_s: float, fit: int) -> int:
+def blind_bound(*, depth: int, target_wait_s: float, fit: int, jobs_per_browser: float) -> int:
     """The most browsers a blind pool may ask for: the depth drained within the accepted wait
-    at the policy's default render time (1 s), at a utilization no lower than 50 %, in full pods
-    of ``fit`` browsers. It depends on the depth alone, never on the pods already running."""
-    need = math.ceil(2 * depth * 1.0 / target_wait_s)
+    at the policy's default render time (1 s), at a utilization no lower than 50 %, or the floor
+    on the depth (a browser per ``jobs_per_browser`` queued jobs) if higher, in full pods of
+    ``fit`` browsers. It depends on the depth alone, never on the pods already running."""
+    need = max(math.ceil(2 * depth * 1.0 / target_wait_s), math.ceil(depth / jobs_per_browser))
     return fit * math.ceil(need / fit)
 
 
@@ -138,7 +140,8 @@ def test_blind_renderers_keep_the_size_bounded_by_the_queue_and_say_so(
         target={"queueWaitSeconds": 30},
         scaleToZero={"idleSeconds": 600},
     )
-    bound = blind_bound(depth=20, target_wait_s=30, fit=4)
+    floor = specs.DEFAULTS["target"]["jobsPerBrowser"]  # the default floor: 10 browsers for 20
+    bound = blind_bound(depth=20, target_wait_s=30, fit=4, jobs_per_browser=floor)
     operator = operators(namespace, kubeconfig_path, log_format="json")
 
     eventually(
