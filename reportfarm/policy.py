@@ -111,8 +111,8 @@ class PoolSpec:
     ``target_wait_s``. Waiting interactive jobs are sized to drain within it, bulk within
     ``target_wait_s``."""
     jobs_per_browser: float | None = 2.0
-    """A floor on the depth: at least ``depth / jobs_per_browser`` browsers (KEDA's rule, at
-    half its jobs per browser when a pod runs 4 browsers and KEDA's ``queueLength`` is 4); None:
+    """A floor on the depth: at least ``depth / jobs_per_browser`` browsers (KEDA's rule at half
+    its browsers: ``queueLength`` 4 on pods of 4 browsers asks a browser per queued job); None:
     no floor. At the first sight of a growing depth, a batch and a jump in the arrival rate look
     the same, and the wait target alone sizes for the backlog seen, not for the stream that keeps
     arriving while the pods start. Pods are still started only for what the ready pods cannot
