@@ -395,11 +395,12 @@ def test_no_pod_whose_job_would_outlive_its_drain_goes_before_one_whose_would_no
 
     for a in pods:
         for b in pods:
-            if busy[a] is None or busy[b] is None:
+            load_a, load_b = busy[a], busy[b]
+            if load_a is None or load_b is None:
                 continue
             if outlives(a) and not outlives(b):
                 assert costs[a] > costs[b], (a, b, costs)
-            if outlives(a) == outlives(b) and busy[a] > busy[b]:
+            if outlives(a) == outlives(b) and load_a > load_b:
                 assert costs[a] > costs[b], (a, b, costs)
     for name, load in busy.items():  # unknown load: spared before every known one
         if load is None:
