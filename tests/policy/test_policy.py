@@ -567,7 +567,9 @@ def test_outliving_counts_busy_pods_whose_oldest_job_is_expected_past_the_drain(
     assert policy.outliving({"a": 1}, oldest_s_by_pod={"a": 5.0}, render_s=90.0, drain_s=25) == 1
 
 
-def _jump_seen(depth: int, *, before: int, ready: int, busy: int) -> tuple[Any, ...]:
+def _jump_seen(
+    depth: int, *, before: int, ready: int, busy: int
+) -> tuple[policy.Observation, policy.State]:
     """A pool of ``ready`` pods of 4 browsers, 0.5 s renders, that saw ``before`` queued 5 s ago."""
     memory = policy.State(
         replicas=ready,
@@ -607,3 +609,50 @@ def test_the_depth_floor_starts_no_pod_the_ready_ones_drain() -> None:
     seen, memory = _jump_seen(12, before=0, ready=1, busy=0)
     decision = policy.decide(seen, policy.PoolSpec(max_replicas=20), memory)
     assert (decision.replicas, decision.browsers_per_pod) == (1, 4), decision.message
+
+
+@given(
+    depth=st.integers(0, 5000),
+    before=st.one_of(st.none(), st.integers(0, 5000)),
+    busy=st.one_of(st.none(), st.integers(0, 64)),
+    ready=st.integers(0, 20),
+    bpp=st.integers(1, 4),
+    render_s=st.one_of(st.none(), st.floats(0.02, 60, allow_nan=False)),
+    jobs_per_browser=st.floats(0.5, 50, allow_nan=False),
+)
+def test_the_depth_floor_never_shrinks_a_decision_nor_passes_the_limits(
+    depth: int,
+    before: int | None,
+    busy: int | None,
+    ready: int,
+    bpp: int,
+    render_s: float | None,
+    jobs_per_browser: float,
+) -> None:
+    """Generated observations, blind or not, any render time: the floor only adds (never fewer
+    pods than the same decision without it), within the pool's limits."""
+    pool = policy.PoolSpec(max_replicas=20, max_browsers_per_pod=4)
+    memory = policy.State(
+        replicas=ready,
+        browsers_per_pod=bpp,
+        last_work_at=NOW - 5,
+        render_s=render_s,
+        depth=before,
+        decided_at=None if before is None else NOW - 5,
+    )
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=depth,
+        ready_replicas=ready,
+        browsers_per_pod=bpp,
+        busy_browsers=None if busy is None else min(busy, ready * bpp),
+        mean_render_s=render_s,
+    )
+    floored = policy.decide(
+        seen, dataclasses.replace(pool, jobs_per_browser=jobs_per_browser), memory
+    )
+    plain = policy.decide(seen, dataclasses.replace(pool, jobs_per_browser=None), memory)
+    # Pods, not browsers: a shrink to fewer, full pods may run more browsers than it keeps.
+    assert floored.replicas >= plain.replicas, (floored.message, plain.message)
+    assert floored.replicas <= pool.max_replicas
+    assert pool.fewest_browsers <= floored.browsers_per_pod <= pool.browsers_that_fit
