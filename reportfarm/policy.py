@@ -161,8 +161,11 @@ class PoolSpec:
     (1 + this) x the need; with 2.0, to a third. Without it, blind pools flap."""
     scale_down_stabilization_s: float = 60.0
     """Scale down only to the highest need seen in this window."""
-    scale_to_zero_idle_s: float = 300.0
-    """With ``min_replicas == 0``: scale to zero after this long without any work."""
+    scale_to_zero_idle_s: float = 120.0
+    """With ``min_replicas == 0``: scale to zero after this long without any work. Every job
+    restarts this clock (a completion since the last tick counts), where KEDA's
+    ``cooldownPeriod`` restarts only on a message its poll saw: 120 s here holds about as long
+    as KEDA's 300 s on a trickle (``reportfarm simulate --idle-frontier``)."""
     recurring_backlog_hold_s: float = 0.0
     """After a backlog drains, keep the browsers the pool ran for it (at most the current ones)
     this long when backlogs recur: another backlog began within ``recurring_backlog_within_s``

@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
         "recurringBacklogHoldSeconds": 0,
         "recurringBacklogWithinSeconds": 300,
     },
-    "scaleToZero": {"idleSeconds": 300},
+    "scaleToZero": {"idleSeconds": 120},
     "terminationGracePeriodSeconds": 60,
     "visibilityTimeoutSeconds": 60,
 }

@@ -13,6 +13,7 @@ from rich.console import Console
 from reportfarm.simulate import (
     baseline,
     frontier,
+    idle,
     metrics,
     plotting,
     reporting,
@@ -64,6 +65,13 @@ def parser() -> argparse.ArgumentParser:
         help="our ReportPool's hold of a drained backlog's pods when backlogs recur (0: off)",
     )
     p.add_argument(
+        "--idle-s",
+        type=float,
+        default=None,
+        help="our ReportPool's scaleToZero.idleSeconds (120): zero pods after this long without "
+        "work",
+    )
+    p.add_argument(
         "--baseline",
         default="tuned",
         choices=baseline.PRESETS,
@@ -99,6 +107,13 @@ def parser() -> argparse.ArgumentParser:
         help="N generated load shapes (bursts, small bursts, sustained jumps, ramps, cliffs, "
         "wakes, waves, trickles, heavy tails) against tuned and tuned-120, loop phases redrawn "
         "--phases times; per shape the ratios and the bar; --plot draws their distribution",
+    )
+    p.add_argument(
+        "--idle-frontier",
+        action="store_true",
+        help="the trickle cases among the suite's first --suite N (default 400, from --first): "
+        "both sides' idle timers swept (scaleToZero.idleSeconds, KEDA's cooldownPeriod), and ours "
+        "read at KEDA's cost; --plot draws the frontier",
     )
     p.add_argument(
         "--phases", type=int, default=3, metavar="K", help="loop-phase draws per case (3)"
@@ -143,6 +158,7 @@ def scenario_from(args: argparse.Namespace) -> running.Scenario:
         "target_wait_s": args.target_wait_s,
         "scale_down_stabilization_s": args.scale_down_window_s,
         "recurring_backlog_hold_s": args.recurring_backlog_hold_s,
+        "scale_to_zero_idle_s": args.idle_s,
     }
     pool_changes = {key: value for key, value in pool.items() if value is not None}
     if pool_changes:
@@ -162,6 +178,8 @@ def scenario_from(args: argparse.Namespace) -> running.Scenario:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.idle_frontier:
+        return run_idle(args)
     if args.suite is not None:
         return run_suite(args)
     if args.check or args.frontier:
@@ -242,3 +260,33 @@ def run_suite(args: argparse.Namespace) -> int:
     else:
         reporting.print_suite(Console(), rows)
     return 0 if all(row["met"] for row in rows) else 1
+
+
+def run_idle(args: argparse.Namespace) -> int:
+    """``--idle-frontier``: the idle timers on the suite's trickle cases."""
+    count = 400 if args.suite is None else args.suite
+    cases = idle.trickles(count, start=args.first) if count > 0 and args.first >= 0 else []
+    if not cases or args.phases < 1:
+        message = f"no trickle case among cases {args.first} .. {args.first + count - 1}"
+        print(
+            f"reportfarm simulate: {message if args.phases >= 1 else '--phases >= 1'}",
+            file=sys.stderr,
+        )
+        return 2
+    rows = idle.sweep(
+        cases, scenario=scenario_from(args), phases=args.phases, progress=Console(stderr=True).log
+    )
+    by_timer = idle.by_timer(rows)
+    document = {
+        "cases": len(cases),
+        "by_timer": by_timer,
+        "matched": idle.matched(rows),
+        "rows": rows,
+    }
+    if args.plot is not None:
+        plotting.plot_idle(by_timer, path=args.plot)
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        reporting.print_idle(Console(), document)
+    return 0

@@ -135,3 +135,36 @@ def plot_suite(rows: list[dict[str, Any]], *, path: pathlib.Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     pyplot.close(figure)
+
+
+def plot_idle(by_timer: list[dict[str, Any]], *, path: pathlib.Path) -> None:
+    """The idle timer's frontier on trickles: per side, the medians at each timer value (pod-
+    seconds over KEDA's at 300 s against mean wait), each point labelled with its value."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axis = pyplot.subplots(figsize=(8, 5.5), constrained_layout=True)
+    names = {"reportfarm": "ours (scaleToZero.idleSeconds)", "keda_hpa": "KEDA (cooldownPeriod)"}
+    for side, label in names.items():
+        rows = [r for r in by_timer if r["side"] == side and r["pod_seconds_vs_keda_300"]]
+        xs = [r["pod_seconds_vs_keda_300"] for r in rows]
+        ys = [r["mean_wait_s"] for r in rows]
+        axis.plot(xs, ys, marker="o", label=label)
+        for row, x, y in zip(rows, xs, ys, strict=True):
+            axis.annotate(
+                f"{row['idle_s']:.0f} s",
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=8,
+            )
+    axis.set_xlabel("pod-seconds / KEDA's at cooldownPeriod 300 s (median over the cases)")
+    axis.set_ylabel("mean queue wait (s, median over the cases)")
+    axis.set_title("trickles: each side's idle timer swept (lower left is better)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)

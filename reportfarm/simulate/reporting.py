@@ -210,3 +210,49 @@ def print_suite(console: Console, rows: list[dict[str, Any]]) -> None:
             f"  case {row['index']} {row['shape']} ({row['description']}): {failed}; p95 "
             f"{waits} s, pod-s {costs} (ours / tuned / tuned-120)"
         )
+
+
+def print_idle(console: Console, document: dict[str, Any]) -> None:
+    """``--idle-frontier``: each side's timer values, then ours read at KEDA's cost."""
+    table = Table(
+        box=box.SIMPLE_HEAVY,
+        title=f"trickles ({document['cases']} cases): each side's idle timer swept, medians over "
+        "the cases",
+    )
+    for column in ("side", "idle timer (s)", "pod-s / KEDA at 300 s", "mean wait (s)", "cold"):
+        table.add_column(column, justify="left" if column == "side" else "right")
+    for row in document["by_timer"]:
+        cost = row["pod_seconds_vs_keda_300"]
+        table.add_row(
+            "ours" if row["side"] == "reportfarm" else "KEDA (cooldownPeriod)",
+            f"{row['idle_s']:.0f}",
+            "-" if cost is None else f"{cost:.2f}",
+            f"{row['mean_wait_s']:.1f}",
+            f"{row['cold_share']:.0%}",
+        )
+    console.print(table)
+    matched = Table(
+        box=box.SIMPLE_HEAVY,
+        title="at KEDA's cost: our timer chosen to cost what KEDA's costs, per case",
+    )
+    columns = ("KEDA cooldown (s)", "cases matched", "KEDA cheaper than any of ours")
+    for column in (
+        *columns,
+        "our mean wait / KEDA's (median)",
+        "ours waits less",
+        "cold ours / KEDA",
+    ):
+        matched.add_column(column, justify="right")
+    for row in document["matched"]:
+        ratio, cold = row["mean_wait_ratio_median"], row["cold_share_median"]
+        matched.add_row(
+            f"{row['keda_cooldown_s']:.0f}",
+            f"{row['matched']} of {row['cases']}",
+            str(row["keda_cheaper_than_any_of_ours"]),
+            "-" if ratio is None else f"{ratio:.2f}",
+            str(row["ours_waits_less"]),
+            "-"
+            if cold["reportfarm"] is None
+            else f"{cold['reportfarm']:.0%} / {cold['keda_hpa']:.0%}",
+        )
+    console.print(matched)
