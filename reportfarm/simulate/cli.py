@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
         "--render-median-s",
         type=float,
         default=None,
-        help="median render (0.5); with --suite, every case's (tails kept)",
+        help="median render (0.5); with --suite or --idle-frontier, every case's (tails kept)",
     )
     p.add_argument("--render-sigma", type=float, default=None, help="lognormal sigma (0.6)")
     p.add_argument(
@@ -274,7 +274,11 @@ def run_idle(args: argparse.Namespace) -> int:
         )
         return 2
     rows = idle.sweep(
-        cases, scenario=scenario_from(args), phases=args.phases, progress=Console(stderr=True).log
+        cases,
+        scenario=scenario_from(args),
+        phases=args.phases,
+        render_median_s=args.render_median_s,
+        progress=Console(stderr=True).log,
     )
     by_timer = idle.by_timer(rows)
     document = {

@@ -51,14 +51,20 @@ def sweep(
     scenario: running.Scenario,
     phases: int,
     idles: Sequence[float] = IDLES,
+    render_median_s: float | None = None,
     progress: Callable[[str], object] = lambda _: None,
 ) -> list[dict[str, Any]]:
     """Per case, side and timer value: the mean over the loop-phase draws of pod-seconds, mean
-    wait and cold share. KEDA is the ``tuned`` preset with only ``cooldownPeriod`` changed."""
+    wait and cold share. KEDA is the ``tuned`` preset with only ``cooldownPeriod`` changed.
+    ``render_median_s`` replaces each case's median render time (how long a message stays
+    visible to KEDA's poll depends on it)."""
     rows: list[dict[str, Any]] = []
     cold_s = cold_wait_s(scenario)
     for case in cases:
-        base = dataclasses.replace(scenario, seed=case.index, keda=None, render=case.render)
+        render = case.render
+        if render_median_s is not None:
+            render = dataclasses.replace(render, median_s=render_median_s)
+        base = dataclasses.replace(scenario, seed=case.index, keda=None, render=render)
         for idle in idles:
             found: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
             for draw in range(phases):

@@ -131,3 +131,17 @@ def test_cli_sets_our_idle_timer() -> None:
     scenario = cli.scenario_from(cli.parser().parse_args(["--idle-s", "45"]))
     assert scenario.spec.scale_to_zero_idle_s == 45.0
     assert cli.scenario_from(cli.parser().parse_args([])).spec.scale_to_zero_idle_s == 120.0
+
+
+def test_the_sweep_sets_every_cases_render_median() -> None:
+    """At 2 s renders a trickle's message stays visible longer: KEDA's poll sees more of them,
+    and its pods cost more at the same cooldownPeriod than at the case's own 0.5 s median."""
+    case = idle.trickles(20)[0]
+
+    def keda_cost(median: float | None) -> float:
+        rows = idle.sweep(
+            [case], scenario=running.Scenario(), phases=1, idles=(120.0,), render_median_s=median
+        )
+        return next(row["pod_seconds"] for row in rows if row["side"] == "keda_hpa")
+
+    assert keda_cost(2.0) > keda_cost(None)
