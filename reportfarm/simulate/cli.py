@@ -65,6 +65,13 @@ def parser() -> argparse.ArgumentParser:
         help="our ReportPool's hold of a drained backlog's pods when backlogs recur (0: off)",
     )
     p.add_argument(
+        "--drained-backlog-hold-s",
+        type=float,
+        default=None,
+        help="how long a drained backlog's ready pods are kept (5: one tick; 0: let go at the "
+        "first drained reading)",
+    )
+    p.add_argument(
         "--idle-s",
         type=float,
         default=None,
@@ -158,6 +165,7 @@ def scenario_from(args: argparse.Namespace) -> running.Scenario:
         "target_wait_s": args.target_wait_s,
         "scale_down_stabilization_s": args.scale_down_window_s,
         "recurring_backlog_hold_s": args.recurring_backlog_hold_s,
+        "drained_backlog_hold_s": args.drained_backlog_hold_s,
         "scale_to_zero_idle_s": args.idle_s,
     }
     pool_changes = {key: value for key, value in pool.items() if value is not None}

@@ -1,5 +1,6 @@
-"""Recurring backlogs: a drained backlog's browsers are held when backlogs recur, and only then
-(``PoolSpec.recurring_backlog_hold_s``, ``reportfarm.recurrence``)."""
+"""Drained backlogs: a drained backlog's ready browsers are held one tick
+(``PoolSpec.drained_backlog_hold_s``), and for ``recurring_backlog_hold_s`` when backlogs recur,
+only then (``reportfarm.recurrence``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from reportfarm import policy, recurrence
 from tests.policy import pools
 
 # 1 s renders, a 10 s target, pods ready at once, no steady window: a backlog of 200 jobs needs
-# 20 browsers (5 pods of 4), and only the hold can keep them once it drained.
+# 20 browsers (5 pods of 4), and only the hold can keep them once it drained. The tick every
+# drained backlog gets is off unless a test sets it: the recurring hold is what most test here.
 POOL: dict[str, Any] = {
     **{key: value for key, value in pools.EXACT.items() if key not in ("full_pools", "tolerance")},
     "scale_down_stabilization_s": 0.0,
+    "drained_backlog_hold_s": 0.0,
 }
 BATCH = ((200, 4), (120, 20), (20, 20), (0, 0))
 """(depth, busy) at four ticks 5 s apart: a batch lands, 5 pods drain it, it is gone."""
@@ -28,15 +31,21 @@ def pool(**changes: Any) -> policy.PoolSpec:
 
 
 def replay(
-    spec: policy.PoolSpec, ticks: list[tuple[int, int]], *, start: float = 1000.0
+    spec: policy.PoolSpec,
+    ticks: list[tuple[int, int]],
+    *,
+    start: float = 1000.0,
+    ready: int | None = None,
 ) -> list[policy.Decision]:
-    """Decide every 5 s on (depth, busy); the pods the last decision asked are ready."""
+    """Decide every 5 s on (depth, busy); the pods the last decision asked are ready (at most
+    ``ready`` of them when given: the others are still starting)."""
     state, decisions = policy.State(replicas=1, browsers_per_pod=4), []
     for step, (depth, busy) in enumerate(ticks):
+        asked = state.replicas or 0
         observation = policy.Observation(
             now=start + 5 * step,
             queue_depth=depth,
-            ready_replicas=state.replicas or 0,
+            ready_replicas=asked if ready is None else min(asked, ready),
             browsers_per_pod=state.browsers_per_pod or 1,
             busy_browsers=busy,
         )
@@ -94,6 +103,71 @@ def test_the_knob_at_zero_changes_nothing() -> None:
     off = replay(pool(recurring_backlog_hold_s=0.0), script)
     assert [d.replicas for d in off[len(BATCH) + 8 :][3:]] == [1] * 15  # gone once drained
     assert all(d.state.hold is None and not d.state.backlogs for d in off)
+
+
+DRAINING = [(200, 4), (120, 20), (4, 4)]
+"""A batch lands, 5 pods drain it, and at the third tick 4 jobs are left, all running."""
+
+
+def test_the_default_keeps_a_drained_backlogs_ready_pods_one_tick() -> None:
+    """The default (5 s, one tick): the first reading of a drained backlog keeps the 5 pods that
+    drained it, the next lets them go; without the tick they go at the first reading."""
+    default = policy.PoolSpec().drained_backlog_hold_s
+    assert default == 5.0
+    held = replay(pool(drained_backlog_hold_s=default), [*DRAINING, *IDLE * 3])
+    assert [d.replicas for d in held] == [6, 5, 5, 1, 1, 1]
+    assert held[2].reason is policy.Reason.STABILIZING
+    assert "just drained" in held[2].message and "recur" not in held[2].message
+    off = replay(pool(drained_backlog_hold_s=0.0), [*DRAINING, *IDLE * 3])
+    assert [d.replicas for d in off] == [6, 5, 2, 1, 1, 1]
+
+
+def test_a_second_part_a_tick_later_finds_the_pods_warm() -> None:
+    """A batch submitted in two parts, drained once in between: the tick keeps the 5 pods for
+    the second part, where without it the pool shrinks to 2 and starts 3 pods again."""
+    script = [*DRAINING, (150, 4), (100, 20), (4, 4), *IDLE * 2]
+    held = replay(pool(drained_backlog_hold_s=5.0), script)
+    assert [d.replicas for d in held] == [6, 5, 5, 5, 5, 5, 1, 1]
+    off = replay(pool(drained_backlog_hold_s=0.0), script)
+    assert [d.replicas for d in off] == [6, 5, 2, 5, 5, 2, 1, 1]
+
+
+def test_pods_still_starting_when_it_drains_are_not_held() -> None:
+    """Only the ready pods' browsers are held: 3 of the 6 pods are ready, so the tick keeps 3
+    (their start is paid) and lets the 3 still starting go."""
+    decisions = replay(pool(drained_backlog_hold_s=5.0), [*DRAINING, *IDLE * 2], ready=3)
+    assert [d.replicas for d in decisions] == [6, 6, 3, 1, 1]
+    assert "held a tick" in decisions[2].message
+    off = replay(pool(drained_backlog_hold_s=0.0), [*DRAINING, *IDLE * 2], ready=3)
+    assert [d.replicas for d in off] == [6, 6, 2, 1, 1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    ticks=st.lists(
+        st.tuples(st.integers(0, 400), st.integers(0, 40), st.integers(0, 10)),
+        min_size=2,
+        max_size=40,
+    ),
+)
+def test_the_tick_keeps_only_ready_pods(ticks: list[tuple[int, int, int]]) -> None:
+    """Any trace, any readiness: the default's tick never runs more pods than the decision
+    without its memory would, or than were ready."""
+    spec = dataclasses.replace(policy.PoolSpec(), pod_start_s=0.0)
+    state = policy.State(replicas=1, browsers_per_pod=4)
+    for step, (depth, busy, ready) in enumerate(ticks):
+        observation = policy.Observation(
+            now=1000.0 + 5 * step,
+            queue_depth=depth,
+            ready_replicas=min(ready, state.replicas or 0),
+            browsers_per_pod=4,
+            busy_browsers=busy,
+        )
+        with_hold = policy.decide(observation, spec, state)
+        without = policy.decide(observation, spec, dataclasses.replace(state, hold=None))
+        assert without.replicas <= with_hold.replicas
+        assert with_hold.replicas <= max(without.replicas, observation.ready_replicas)
+        state = with_hold.state
 
 
 def test_the_state_keeps_the_hold_through_the_status() -> None:

@@ -326,6 +326,12 @@ def test_cli_sets_our_pools_recurring_backlog_hold() -> None:
     assert cli.scenario_from(cli.parser().parse_args([])).spec.recurring_backlog_hold_s == 0.0
 
 
+def test_cli_sets_the_drained_backlogs_tick() -> None:
+    off = cli.scenario_from(cli.parser().parse_args(["--drained-backlog-hold-s", "0"]))
+    assert off.spec.drained_backlog_hold_s == 0.0
+    assert cli.scenario_from(cli.parser().parse_args([])).spec.drained_backlog_hold_s == 5.0
+
+
 def test_cli_rejects_a_bad_blind_window(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["--blind", "30-10"])
