@@ -17,9 +17,12 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
 2. Backlog: the browsers that drain the waiting jobs within the accepted wait
    (``waiting * render_s / target_wait_s``), per lane. Pods are only started for the part of the
    backlog the ready pods (at full pools) cannot clear before a new pod would be ready
-   (``pod_start_s``): a pod that arrives after the backlog is gone only costs. A depth that grew
-   at two decisions in a row is projected over the pod start (``project_growth``), and a pod
-   still starting is not cancelled while the backlog it was started for still waits.
+   (``pod_start_s``): a pod that arrives after the backlog is gone only costs. The ready pods'
+   browsers beyond the steady need count as that drain, except when every one is busy while a
+   backlog waits and the depth grows (the stream takes them all; with heavy tails the steady
+   estimate lags the long renders still running). A depth that grew at two decisions in a row is
+   projected over the pod start (``project_growth``), and a pod still starting is not cancelled
+   while the backlog it was started for still waits.
 3. Blind (busy browsers unknown: metrics unreadable): the need comes from what is known, the queue
    depth and its trend, and the last known (else configured) render time:
    ``depth * render_s / (target_wait_s + render_s)`` plus the depth's growth, never from the
@@ -613,11 +616,21 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     window = _remember(state.window, now=now, need=steady, spec=spec)
     held = window[0][1]  # the oldest kept entry is the window's maximum
     rising = len(trend) >= 2 and min(g for _, g in trend[-2:]) > 0
+    # The ready pods drain the backlog only where the readings do not say otherwise: every ready
+    # browser busy while a backlog waits and the depth grows means the stream takes them all,
+    # whatever the steady estimate says (with heavy tails the render time of the renders that
+    # ended lags the long ones still running, and the estimate with it): no spare is counted.
+    overrun = (
+        not blind
+        and growth > 0
+        and busy >= observation.ready_replicas * (observation.browsers_per_pod or cur_bpp)
+        and _backlogged(observation, spec, render_s=render_s)
+    )
     backlog = _worth_starting(
         backlog,
         surge=surge,
         held=held,
-        ready=observation.ready_replicas,
+        ready=0 if overrun else observation.ready_replicas,
         spec=spec,
         rising=rising and spec.project_growth,
     )

@@ -672,3 +672,40 @@ def test_the_default_band_shrinks_a_pool_a_fifth_over_its_need(
     )
     decision = policy.decide(seen, spec=pool, state=state(12, 4))
     assert (decision.replicas, decision.browsers_per_pod) == (expected, 4)
+
+
+def _overrun(busy: int) -> policy.Decision:
+    """Case 107 of the shape suite at t = 782 s: a batch landing at ~40 jobs a second with 3 %
+    of its renders taking 20-60 s. 9 ready pods of 4, ``busy`` of their 36 browsers busy, the
+    depth 37 -> 72 in 5 s, and a steady estimate of 21 browsers from renders of 0.56 s, the mean
+    of the renders that ended (the long ones still run)."""
+    memory = policy.State(
+        replicas=9,
+        browsers_per_pod=4,
+        last_work_at=NOW - 5,
+        busy_average=21.0,
+        render_s=0.56,
+        depth=37,
+        decided_at=NOW - 5,
+    )
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=72,
+        ready_replicas=9,
+        browsers_per_pod=4,
+        busy_browsers=busy,
+        mean_render_s=0.56,
+        completed=168,
+    )
+    return policy.decide(seen, policy.PoolSpec(max_replicas=20), memory)
+
+
+def test_ready_pods_all_busy_while_the_backlog_grows_have_no_spare_to_drain_it() -> None:
+    """By the steady estimate the 9 ready pods have 15 browsers to spare for the backlog, so no
+    pod would be started; but every browser is busy and the depth grew: the stream takes them
+    all, and pods are started for the backlog. With one browser idle the spare is counted."""
+    overrun = _overrun(36)
+    assert overrun.replicas > 9, overrun.message
+    assert overrun.reason is policy.Reason.SCALE_UP
+    spare = _overrun(35)
+    assert (spare.replicas, spare.browsers_per_pod) == (9, 4), spare.message
