@@ -181,7 +181,7 @@ class PoolSpec:
     seed 2 won in 8 of 15 phase draws instead of 0, at 1.2-3.6 % more pod-seconds on the named
     traces; longer buys nothing more (docs/comparison/keda.md)."""
     recurring_backlog_hold_s: float = 0.0
-    """After a backlog drains, keep the browsers the pool ran for it (at most the current ones)
+    """After a backlog drains, keep the browsers the pool ran for it (at most the ready ones)
     this long when backlogs recur: another backlog began within ``recurring_backlog_within_s``
     before this one. Batch runs every few minutes then find the pods warm (what KEDA's scale-down
     window does for every backlog); a lone batch's pods still go at once. 0: off, a drained
@@ -636,8 +636,8 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     )
     need, raw = held + backlog, steady + backlog
     ready = min(cur_replicas, observation.ready_replicas) * cur_bpp  # a hold keeps ready pods
-    recurring = recurrence.held(state, now=now, capacity=ready)
-    unheld, need = need, max(need, recurring)  # a drained backlog's browsers: a tick, or recurring
+    kept = recurrence.held(state, now=now, capacity=ready)
+    unheld, need = need, max(need, kept)  # a drained backlog's browsers: a tick, or recurring
     state = dataclasses.replace(state, window=window)
     idle_for = now - last_work_at
     current = (cur_replicas, cur_bpp)
@@ -680,7 +680,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         else:
             reason = Reason.STEADY if up == current else Reason.WITHIN_TOLERANCE
         message = f"need {need} browsers (now {raw}): keeping {replicas} pods x {bpp} browsers"
-    if recurring > unheld and replicas > 0:
+    if kept > unheld and replicas > 0:
         message += (
             " (backlogs recur: the last one's browsers are held)"
             if recurrence.recurs(state, spec=spec)

@@ -62,7 +62,8 @@ def track(
         if recurring and len(state.backlogs) >= 2:  # ... and backlogs recur
             hold = (now + spec.recurring_backlog_hold_s, peak)
         elif spec.drained_backlog_hold_s > 0:
-            hold = (now + max(spec.drained_backlog_hold_s, hold[0] - now if hold else 0.0), peak)
+            until = now + spec.drained_backlog_hold_s  # a longer hold still running is kept
+            hold = (max(until, hold[0]) if hold else until, peak)
     return dataclasses.replace(state, backlogged=False, hold=hold)
 
 

@@ -568,15 +568,23 @@ def test_outliving_counts_busy_pods_whose_oldest_job_is_expected_past_the_drain(
 
 
 def _jump_seen(
-    depth: int, *, before: int, ready: int, busy: int
+    depth: int,
+    *,
+    before: int,
+    ready: int,
+    busy: int,
+    steady: float | None = None,
+    render_s: float = 0.5,
+    completed: int | None = None,
 ) -> tuple[policy.Observation, policy.State]:
-    """A pool of ``ready`` pods of 4 browsers, 0.5 s renders, that saw ``before`` queued 5 s ago."""
+    """A pool of ``ready`` pods of 4 browsers, ``render_s`` renders, that saw ``before`` queued
+    5 s ago; its steady estimate is ``steady`` busy browsers (default: ``busy``)."""
     memory = policy.State(
         replicas=ready,
         browsers_per_pod=4,
         last_work_at=NOW - 5,
-        busy_average=float(busy),
-        render_s=0.5,
+        busy_average=float(busy) if steady is None else steady,
+        render_s=render_s,
         depth=before,
         decided_at=NOW - 5,
     )
@@ -586,7 +594,8 @@ def _jump_seen(
         ready_replicas=ready,
         browsers_per_pod=4,
         busy_browsers=busy,
-        mean_render_s=0.5,
+        mean_render_s=render_s,
+        completed=completed,
     )
     return seen, memory
 
@@ -679,23 +688,8 @@ def _overrun(busy: int) -> policy.Decision:
     of its renders taking 20-60 s. 9 ready pods of 4, ``busy`` of their 36 browsers busy, the
     depth 37 -> 72 in 5 s, and a steady estimate of 21 browsers from renders of 0.56 s, the mean
     of the renders that ended (the long ones still run)."""
-    memory = policy.State(
-        replicas=9,
-        browsers_per_pod=4,
-        last_work_at=NOW - 5,
-        busy_average=21.0,
-        render_s=0.56,
-        depth=37,
-        decided_at=NOW - 5,
-    )
-    seen = policy.Observation(
-        now=NOW,
-        queue_depth=72,
-        ready_replicas=9,
-        browsers_per_pod=4,
-        busy_browsers=busy,
-        mean_render_s=0.56,
-        completed=168,
+    seen, memory = _jump_seen(
+        72, before=37, ready=9, busy=busy, steady=21.0, render_s=0.56, completed=168
     )
     return policy.decide(seen, policy.PoolSpec(max_replicas=20), memory)
 
