@@ -195,7 +195,8 @@ PHASES = {
     "accept": "client sent -> the gateway stamped the job (body checked in a worker process)",
     "queue": "stamped -> the renderer took it (note and message written, wake, receive)",
     "work": "the renderer's stages (data, template, print, upload)",
-    "answer": "uploaded -> the client has the PDF (record, done hint, record read, download)",
+    "answer": "uploaded -> the client has the PDF (record written, the done hint carrying it and "
+    "the PDF, or the record read and the PDF downloaded)",
 }
 
 

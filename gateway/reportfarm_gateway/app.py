@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reportfarm import loops
+from reportfarm import carrying, loops
 from reportfarm import settings as common
 from reportfarm.client import ReportFarmClient
 from reportfarm.storage import accounts
@@ -74,7 +74,10 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
-    app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address)  # SettingsError: why
+    app[hinting.WAITERS] = hinting.Waiters(  # SettingsError: why
+        address=settings.notify_address,
+        key=carrying.key_for(settings.storage.connection_string),
+    )
     app[hinting.WAKER] = hinting.Waker(
         targets=settings.wake, fanout=settings.wake_fanout, counter=app[METRICS].hints
     )

@@ -7,7 +7,9 @@
   (up to ``REPORTFARM_POLL_MAX_S``, 1 s).
 - Done: the job names this replica (``contract.Job.notify``); the renderer that stored its record
   POSTs ``contract.DONE_PATH`` here, and the waiting request reads the record at once, not at its
-  next poll (:class:`Waiters`).
+  next poll (:class:`Waiters`). A succeeded job's hint may carry its stored record and PDF, signed
+  (:mod:`reportfarm.carrying`): the waiting request answers with them and reads nothing. The
+  body is read only for a job a request here waits for, up to ``carrying.MAX_PDF_BYTES``.
 
 Both are sent without waiting for them, with a short timeout. A lost, late or forged hint costs
 what it would have saved (the idle pause, the polling interval) or one more read: no job depends
@@ -29,7 +31,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import Counter
 
-from reportfarm import contract, renderer_api
+from reportfarm import carrying, contract, renderer_api
 from reportfarm import settings as common
 from reportfarm_gateway.context import METRICS
 
@@ -41,17 +43,56 @@ RESOLVE_EVERY_S = 5.0
 """How long resolved renderer addresses are reused (renderers come and go with scaling)."""
 
 
+class Hint(asyncio.Event):
+    """Set by the job's done hint; ``carried``: the stored record and PDF it brought, if any
+    (signed and checked, see :meth:`Waiters.carry`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.carried: tuple[contract.ResultRecord, bytes] | None = None
+
+
 class Waiters:
     """The jobs this replica's requests wait for, each with the events its waiters watch, and
-    ``address``: where renderers reach this replica (None: no done hints)."""
+    ``address``: where renderers reach this replica (None: no done hints). ``key``: checks the
+    answers hints carry (None: they are not read)."""
 
-    def __init__(self, *, address: str | None = None) -> None:
+    def __init__(self, *, address: str | None = None, key: bytes | None = None) -> None:
         self.address = None if address is None else notify_address(address)
-        self._events: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
+        self.key = key
+        self._events: dict[str, set[Hint]] = collections.defaultdict(set)
+
+    def waited(self, job_id: str) -> bool:
+        return job_id in self._events
+
+    def carry(
+        self, job_id: str, *, record_header: str, signature: str, pdf: bytes
+    ) -> contract.ResultRecord | None:
+        """The record a hint carried, if its signature holds and it is this job's, succeeded,
+        into the job's default blob, of exactly this PDF; else None (the waiters read)."""
+        if self.key is None:
+            return None
+        record_json = carrying.decode_record(record_header)
+        if record_json is None or not carrying.verify(
+            self.key, job_id, record_json, pdf, signature
+        ):
+            return None
+        try:
+            record = contract.ResultRecord.from_json(record_json)
+        except contract.ContractError:
+            return None
+        if (
+            record.job_id != job_id
+            or record.state != "succeeded"
+            or record.output_blob != contract.default_output_blob(job_id)
+            or record.output_bytes != len(pdf)
+        ):
+            return None
+        return record
 
     @contextlib.contextmanager
-    def waiting(self, job_id: str) -> Iterator[asyncio.Event]:
-        event = asyncio.Event()
+    def waiting(self, job_id: str) -> Iterator[Hint]:
+        event = Hint()
         self._events[job_id].add(event)
         try:
             yield event
@@ -62,10 +103,15 @@ class Waiters:
                 if not events:
                     del self._events[job_id]
 
-    def done(self, job_id: str) -> int:
-        """Wake the requests waiting for ``job_id``; how many there were."""
+    def done(
+        self, job_id: str, *, carried: tuple[contract.ResultRecord, bytes] | None = None
+    ) -> int:
+        """Wake the requests waiting for ``job_id``, handing them what the hint carried; how
+        many there were."""
         events = self._events.get(job_id, set())
         for event in events:
+            if carried is not None:
+                event.carried = carried
             event.set()
         return len(events)
 
@@ -171,13 +217,46 @@ WAKER = web.AppKey("waker", Waker)
 
 async def post_done(request: web.Request) -> web.Response:
     """A renderer says a job has its record: wake whoever waits for it here (no answer body:
-    the caller learns nothing, and the waiter reads the record itself)."""
+    the caller learns nothing). What the hint carries is read only for a job waited for here,
+    with a signature, up to ``carrying.MAX_PDF_BYTES``; the waiters use it only if it checks
+    out, else they read the record themselves."""
     job_id = request.match_info["job_id"]
-    heard = request.app[WAITERS].done(job_id)
+    waiters = request.app[WAITERS]
+    carried = await _carried(request, waiters, job_id)
+    heard = waiters.done(job_id, carried=carried)
     outcome = "woke" if heard else "nobody_waiting"
+    if heard and carried is not None:
+        outcome = "carried"
     request.app[METRICS].hints.labels(kind="done", outcome=outcome).inc()
     logger.debug("done hint for job %s woke %d request(s)", job_id, heard)
     return web.Response(status=204)
+
+
+async def _carried(
+    request: web.Request, waiters: Waiters, job_id: str
+) -> tuple[contract.ResultRecord, bytes] | None:
+    record_header = request.headers.get(carrying.RECORD_HEADER)
+    signature = request.headers.get(carrying.SIGNATURE_HEADER)
+    size = request.content_length
+    if (
+        waiters.key is None
+        or record_header is None
+        or signature is None
+        or size is None
+        or not 0 < size <= carrying.MAX_PDF_BYTES
+        or not waiters.waited(job_id)
+    ):
+        return None
+    try:
+        pdf = await request.content.readexactly(size)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    record = waiters.carry(job_id, record_header=record_header, signature=signature, pdf=pdf)
+    if record is None:
+        request.app[METRICS].hints.labels(kind="done", outcome="refused").inc()
+        logger.warning("done hint for job %s carried an answer that does not check out", job_id)
+        return None
+    return record, pdf
 
 
 def add_routes(router: web.UrlDispatcher) -> None:

@@ -47,7 +47,8 @@ class GatewayMetrics:
         self.hints = Counter(
             "reportfarm_gateway_hints",
             "Hints of the synchronous path: wake (sent to a renderer, or failed) and done (heard "
-            "from a renderer: woke a waiting request, or nobody waited here).",
+            "from a renderer: woke a waiting request, carried its answer to one, refused a "
+            "carried answer that did not check out, or nobody waited here).",
             ["kind", "outcome"],
             registry=r,
         )

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from reportfarm import batches, contract, netpolicy
 from reportfarm.client import ReportFarmClient
+from reportfarm.encoding import EncodedJob
 from reportfarm_gateway import bodies, checking, content_type, hinting, prefetching, tenancy
 from reportfarm_gateway.context import (
     BODIES,
@@ -96,6 +97,8 @@ async def post_report(request: web.Request) -> web.StreamResponse:
         if isinstance(accepted, web.StreamResponse):
             return accepted
         job_id, wait_s, hint, sent = accepted  # the body and its data are gone: only the wait
+        # Done hints on, and the job just sent names this replica: polling is only the fallback.
+        done_hints = sent and request.app[hinting.WAITERS].address is not None
         wait = min(wait_s, settings.max_wait_s)
         prefetch = prefetching.PdfPrefetch(client, blob=contract.default_output_blob(job_id))
         try:
@@ -103,13 +106,16 @@ async def post_report(request: web.Request) -> web.StreamResponse:
                 client,
                 job_id,
                 wait_s=wait,
-                poll_s=settings.poll_s,
+                poll_s=settings.hinted_poll_s if done_hints else settings.poll_s,
                 gone=lambda: _gone(request),
                 hint=hint,
                 look_first=not sent,
                 prefetch=prefetch,
             )
-            pdf = await prefetch.take(record)
+            if hint.carried is not None and record is hint.carried[0]:
+                pdf: bytes | None = hint.carried[1]  # the hint brought it: nothing to read
+            else:
+                pdf = await prefetch.take(record)
         finally:
             await prefetch.drop()
     if _gone(request):  # nobody to answer: end now, which frees the tenant's in-flight slot
@@ -120,7 +126,7 @@ async def post_report(request: web.Request) -> web.StreamResponse:
 
 async def _accept(
     request: web.Request, raw: bytes, *, stack: contextlib.ExitStack
-) -> tuple[str, float, asyncio.Event, bool] | web.StreamResponse:
+) -> tuple[str, float, hinting.Hint, bool] | web.StreamResponse:
     """Check the job in its stored form (in a worker process), then write and send it: (its id,
     the wait asked for, the event its done hint sets, whether it was sent now), or the error
     answer. Every check comes
@@ -160,23 +166,28 @@ async def _accept(
                 return problem(422, "this Idempotency-Key was used with another body")
             return job.job_id, checked.wait_s, hint, False  # a repeated key sends nothing new
         await client.upload_files(job.job_id, checked.files)
-        await client.send_encoded(job)
+        await _send_and_wake(request, job)
     else:
-        # Both at once: the sooner the job is on the lane, the sooner a renderer takes it. A job
-        # whose note failed is still served; only its GET answers 404 until it has a record.
+        # Both at once: the sooner the job is on the lane, the sooner a renderer takes it (it
+        # is woken as soon as the message is there, not when the note is too). A job whose
+        # note failed is still served; only its GET answers 404 until it has a record.
         await client.upload_files(job.job_id, checked.files)
-        noted, sent = await asyncio.gather(
+        sent, noted = await asyncio.gather(
+            _send_and_wake(request, job),
             client.blobs.put(contract.job_note_blob(job.job_id), note, content_type=_JSON),
-            client.send_encoded(job),
             return_exceptions=True,
         )
         if isinstance(sent, BaseException):
             raise sent
         if isinstance(noted, BaseException):
             logger.warning("could not note job %s: %s", job.job_id, noted)
-    request.app[hinting.WAKER].wake()
     request.app[METRICS].jobs.labels(lane="interactive").inc()
     return job.job_id, checked.wait_s, hint, True
+
+
+async def _send_and_wake(request: web.Request, job: EncodedJob) -> None:
+    await request.app[CLIENT].send_encoded(job)
+    request.app[hinting.WAKER].wake()
 
 
 async def _noted_digest(client: ReportFarmClient, job_id: str) -> str | None:
@@ -222,7 +233,7 @@ async def await_record(
     wait_s: float,
     poll_s: float,
     gone: Callable[[], bool] = lambda: False,
-    hint: asyncio.Event | None = None,
+    hint: hinting.Hint | None = None,
     look_first: bool = True,
     prefetch: prefetching.PdfPrefetch | None = None,
 ) -> contract.ResultRecord | None:
@@ -231,7 +242,8 @@ async def await_record(
     ``hint`` is set (the renderer's done hint: reportfarm_gateway.hinting). The first look is at
     once unless ``look_first`` is False (a job sent just now: it waits the first poll or the
     hint). Stops (None) as soon as ``gone()`` says the client has left. ``prefetch``: started
-    with the read a hint brings (the PDF and its record at once)."""
+    with the read a hint brings (the PDF and its record at once). A hint that carried the record
+    (``hint.carried``, checked: reportfarm_gateway.hinting) is the answer: nothing is read."""
     if not math.isfinite(wait_s):
         raise ValueError(f"wait_s {wait_s} is not a finite number of seconds")
     deadline = time.monotonic() + wait_s
@@ -240,6 +252,8 @@ async def await_record(
     if not look_first:  # a job sent just now has no record yet: the first read waits a poll
         hinted = await _waited(hint, until=min(deadline, time.monotonic() + pause), gone=gone)
     while not gone():
+        if hinted and hint is not None and hint.carried is not None:
+            return hint.carried[0]
         if hinted and prefetch is not None:
             prefetch.start()
         record = await client.result(job_id)

@@ -45,6 +45,10 @@ class GatewaySettings(common.FromEnv):
     poll_s: float = 0.1
     """When a waiting request first looks for its result record; then less and less often, up
     to 4x this (see reports.await_record). A done hint reads it at once (notify_address)."""
+    hinted_poll_s: float = 1.0
+    """The same when done hints are on (notify_address set): the hint is the fast path, the
+    polling only finds a job whose hint was lost (then up to 4x this late). At 0.1 s a request
+    waiting 0.6-1.5 s behind others read its record 3-5 times for nothing."""
     wake: tuple[str, ...] = common.setting("REPORTFARM_GATEWAY_WAKE", ())
     """REPORTFARM_GATEWAY_WAKE: ``host:port`` list where renderers listen (each host resolved
     to all its addresses: the pool's headless Service, ``<pool>-metrics:8080``); after sending a

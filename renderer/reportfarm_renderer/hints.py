@@ -3,7 +3,9 @@
 The job names the replica (``contract.Job.notify``, set by the gateway for synchronous reports);
 the POST is sent without waiting for it, after the record is written, with a short timeout. The
 record stays the answer: a hint that is lost, late or refused costs the gateway's polling
-interval, never a job (see ``reportfarm_gateway.hinting``).
+interval, never a job (see ``reportfarm_gateway.hinting``). A succeeded job's hint carries the
+record and the PDF, signed, when the renderer has a key (:mod:`reportfarm.carrying`): the gateway
+then answers without reading them back.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import aiohttp
 from prometheus_client import Counter
 
-from reportfarm import contract
+from reportfarm import carrying, contract
 
 logger = logging.getLogger(__name__)
 
@@ -26,28 +28,63 @@ not pile up tasks in the renderer)."""
 
 
 class DoneHints:
-    def __init__(self, *, counter: Counter | None = None) -> None:
+    def __init__(self, *, counter: Counter | None = None, key: bytes | None = None) -> None:
         self.counter = counter
+        self.key = key
+        """Signs the answers hints carry (:func:`reportfarm.carrying.key_for`); None: they carry
+        nothing."""
         """``reportfarm_hints``, labelled kind and outcome."""
         self.sent = 0
         self.failed = 0
         self._session: aiohttp.ClientSession | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def send(self, job: contract.Job | None) -> None:
-        """Tell the job's gateway its record is stored, if the job names one."""
+    def send(
+        self,
+        job: contract.Job | None,
+        *,
+        record: contract.ResultRecord | None = None,
+        pdf: bytes | None = None,
+    ) -> None:
+        """Tell the job's gateway its record is stored, if the job names one; with the stored
+        ``record`` and ``pdf`` when they can be carried (a succeeded job's, into its default
+        blob, small enough, with a key to sign them)."""
         url = contract.done_url(job) if job is not None else None
-        if url is None or len(self._tasks) >= MAX_PENDING:
+        if job is None or url is None or len(self._tasks) >= MAX_PENDING:
             return
-        task = asyncio.create_task(self._post(url), name="done-hint")
+        body, headers = self._carried(job, record, pdf)
+        task = asyncio.create_task(self._post(url, body, headers), name="done-hint")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _post(self, url: str) -> None:
+    def _carried(
+        self, job: contract.Job, record: contract.ResultRecord | None, pdf: bytes | None
+    ) -> tuple[bytes | None, dict[str, str] | None]:
+        if (
+            self.key is None
+            or record is None
+            or pdf is None
+            or record.state != "succeeded"
+            or record.output_blob != contract.default_output_blob(job.job_id)
+            or len(pdf) > carrying.MAX_PDF_BYTES
+        ):
+            return None, None
+        record_json = record.to_json()
+        if len(record_json) > carrying.MAX_RECORD_BYTES:
+            return None, None
+        signature = carrying.sign(self.key, job.job_id, record_json, pdf)
+        headers = {
+            carrying.RECORD_HEADER: carrying.encode_record(record_json),
+            carrying.SIGNATURE_HEADER: signature,
+            "Content-Type": "application/pdf",
+        }
+        return pdf, headers
+
+    async def _post(self, url: str, body: bytes | None, headers: dict[str, str] | None) -> None:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S))
         try:
-            async with self._session.post(url):
+            async with self._session.post(url, data=body, headers=headers):
                 self.sent += 1
                 outcome = "sent"
         except (aiohttp.ClientError, TimeoutError, OSError) as error:

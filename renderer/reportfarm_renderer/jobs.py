@@ -190,7 +190,7 @@ class JobRunner:
             record.output_blob, record.output_bytes = job.output, size
             await self.blobs.put_result(record)
             await self._announce(record)
-            self.hints.send(job)
+            self.hints.send(job, record=record, pdf=pdf)
         return size
 
     async def _finish_pdf(

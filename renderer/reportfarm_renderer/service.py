@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from reportfarm import azurite, contract, loops, netpolicy
+from reportfarm import azurite, carrying, contract, loops, netpolicy
 from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
@@ -22,6 +22,7 @@ from reportfarm.storage.queueing import JobQueue
 from reportfarm_renderer import browser, http, lag, network, starting, templates
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.finishing import keys, processes, signers
+from reportfarm_renderer.hints import DoneHints
 from reportfarm_renderer.jobs import JobRunner
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
@@ -131,6 +132,9 @@ async def running(
             metrics=metrics,
             events=events,
             signer=signer,
+            hints=DoneHints(
+                counter=metrics.hints, key=carrying.key_for(settings.storage.connection_string)
+            ),
             finishers=finishers,
         )
         stack.push_async_callback(runner.hints.close)

@@ -72,9 +72,19 @@ async def test_hints_bring_the_pdf_back_long_before_polling_would(
             storage,
             port=port,
             poll_s=SLOW_POLL_S,
+            hinted_poll_s=SLOW_POLL_S,
             wake=(f"localhost:{renderer.port}",),
             notify_address=f"127.0.0.1:{port}",
         ) as gateway:
+            client = gateway.app[context.CLIENT]
+            reads: list[str] = []
+            read = client.blobs.get
+
+            async def counted(name: str) -> bytes:
+                reads.append(name)
+                return await read(name)
+
+            client.blobs.get = counted  # type: ignore[method-assign]
             body = {"template": "plain", "data": {"name": "王小明"}, "wait_s": 2 * SLOW_POLL_S}
             started = time.monotonic()
             async with gateway.http.post(
@@ -86,10 +96,18 @@ async def test_hints_bring_the_pdf_back_long_before_polling_would(
             waker = gateway.app[hinting.WAKER]
             assert waker.sent >= 1 and waker.failed == 0
             assert len(gateway.app[hinting.WAITERS]) == 0  # nobody left registered
-            heard = gateway.app[context.METRICS].registry.get_sample_value(
-                "reportfarm_gateway_hints_total", {"kind": "done", "outcome": "woke"}
+            registry = gateway.app[context.METRICS].registry
+            # The hint carried the stored record and PDF (signed with the key both derive from
+            # the account's connection string): the wait read nothing back.
+            heard = registry.get_sample_value(
+                "reportfarm_gateway_hints_total", {"kind": "done", "outcome": "carried"}
             )
             assert heard == 1
+            assert reads == []  # neither the record nor the PDF was read back
+            stored_at = gateway.at(response.headers["Content-Location"])
+            async with gateway.http.get(stored_at, headers=auth()) as stored:
+                assert stored.status == 200
+                assert await stored.read() == pdf  # what the hint carried is what is stored
     assert "王小明" in pdf_text(pdf)
     assert worker.wakes >= 1
     woken = renderer.parts.metrics.registry.get_sample_value(
