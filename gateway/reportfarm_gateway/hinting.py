@@ -60,6 +60,8 @@ class Waiters:
     def __init__(self, *, address: str | None = None, key: bytes | None = None) -> None:
         self.address = None if address is None else notify_address(address)
         self.key = key
+        self.refused = 0
+        """Carried answers that did not check out (logged at the 1st, 10th, every 1000th)."""
         self._events: dict[str, set[Hint]] = collections.defaultdict(set)
 
     def waited(self, job_id: str) -> bool:
@@ -254,7 +256,15 @@ async def _carried(
     record = waiters.carry(job_id, record_header=record_header, signature=signature, pdf=pdf)
     if record is None:
         request.app[METRICS].hints.labels(kind="done", outcome="refused").inc()
-        logger.warning("done hint for job %s carried an answer that does not check out", job_id)
+        waiters.refused += 1
+        if waiters.refused in (1, 10) or waiters.refused % 1000 == 0:  # keys that differ: no flood
+            logger.warning(
+                "done hint for job %s carried an answer that does not check out (%d so far; the "
+                "wait reads the record): do the gateway and the renderers share one storage "
+                "connection string?",
+                job_id,
+                waiters.refused,
+            )
         return None
     return record, pdf
 

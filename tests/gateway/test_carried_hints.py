@@ -96,6 +96,7 @@ async def test_a_carried_answer_is_used_only_when_it_checks_out(storage: Storage
                 assert hint.carried is None, name
         refused = _count(gateway, "refused")
         assert refused == len(_forgeries(key)) - 1  # all but the unsigned one were read, refused
+        assert waiters.refused == refused  # counted for the log, which warns only now and then
         with waiters.waiting(JOB) as hint, waiters.waiting(JOB) as other:
             await _post(gateway, PDF, _signed(key, _record(), PDF))
             for each in (hint, other):
