@@ -25,15 +25,20 @@ TIMEOUT_S = 1.0
 MAX_PENDING = 256
 """Hints in flight at most; past it new ones are dropped (a gateway that does not answer must
 not pile up tasks in the renderer)."""
+MAX_CARRIED_BYTES = 16 * 2**20
+"""PDF bytes carried by hints in flight at most; past it a hint carries nothing (a slow gateway
+must not make the renderer hold PDFs it has stored)."""
 
 
 class DoneHints:
     def __init__(self, *, counter: Counter | None = None, key: bytes | None = None) -> None:
         self.counter = counter
+        """``reportfarm_hints``, labelled kind and outcome."""
         self.key = key
         """Signs the answers hints carry (:func:`reportfarm.carrying.key_for`); None: they carry
         nothing."""
-        """``reportfarm_hints``, labelled kind and outcome."""
+        self.carrying = 0
+        """PDF bytes in the hints in flight (at most :data:`MAX_CARRIED_BYTES`)."""
         self.sent = 0
         self.failed = 0
         self._session: aiohttp.ClientSession | None = None
@@ -53,9 +58,18 @@ class DoneHints:
         if job is None or url is None or len(self._tasks) >= MAX_PENDING:
             return
         body, headers = self._carried(job, record, pdf)
+        size = len(body) if body is not None else 0
+        if self.carrying + size > MAX_CARRIED_BYTES:
+            body, headers, size = None, None, 0
+        self.carrying += size
         task = asyncio.create_task(self._post(url, body, headers), name="done-hint")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if size:
+            task.add_done_callback(lambda _: self._carried_done(size))
+
+    def _carried_done(self, size: int) -> None:
+        self.carrying -= size
 
     def _carried(
         self, job: contract.Job, record: contract.ResultRecord | None, pdf: bytes | None

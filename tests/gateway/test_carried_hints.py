@@ -7,6 +7,7 @@ with its hints object, the end to end in tests/gateway/test_sync_hints.py."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable
 
@@ -242,3 +243,32 @@ def test_any_change_to_a_signed_hint_breaks_its_signature(
             assert not carrying.verify(KEY, job_id, moved, pdf[1:], signature)
     else:
         assert not carrying.verify(KEY, job_id, record_json, changed, signature)
+
+
+async def test_hints_in_flight_carry_at_most_their_bound_of_pdf_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gateway that does not answer must not make the renderer hold the PDFs it stored."""
+    from reportfarm_renderer import hints as hinting_module
+
+    monkeypatch.setattr(hinting_module, "MAX_CARRIED_BYTES", 2 * len(PDF))
+    posted: list[bytes | None] = []
+    release = asyncio.Event()
+    done_hints = DoneHints(key=KEY)
+
+    async def stalled(url: str, body: bytes | None, headers: dict[str, str] | None) -> None:
+        posted.append(body)
+        await release.wait()
+
+    monkeypatch.setattr(done_hints, "_post", stalled)
+    for _ in range(4):
+        done_hints.send(_job(), record=_record(), pdf=PDF)
+    await asyncio.sleep(0)
+    assert posted == [PDF, PDF, None, None]  # two carry, then plain hints
+    assert done_hints.carrying == 2 * len(PDF)
+    release.set()
+    await asyncio.gather(*done_hints._tasks)
+    assert done_hints.carrying == 0
+    done_hints.send(_job(), record=_record(), pdf=PDF)
+    await asyncio.gather(*done_hints._tasks)
+    assert posted[-1] == PDF  # room again
