@@ -96,7 +96,7 @@ async def post_report(request: web.Request) -> web.StreamResponse:
             return refused(error)
         if isinstance(accepted, web.StreamResponse):
             return accepted
-        job_id, wait_s, hint, sent = accepted  # the body and its data are gone: only the wait
+        job_id, wait_s, hint, sent, deferred = accepted  # the body and its data are gone
         # Done hints on, and the job just sent names this replica: polling is only the fallback.
         done_hints = sent and request.app[hinting.WAITERS].address is not None
         wait = min(wait_s, settings.max_wait_s)
@@ -121,16 +121,25 @@ async def post_report(request: web.Request) -> web.StreamResponse:
     if _gone(request):  # nobody to answer: end now, which frees the tenant's in-flight slot
         request.app[METRICS].sync.labels(outcome="abandoned").inc()
         return web.Response(status=CLIENT_GONE)  # never sent; counted in the request metrics
+    if record is None and deferred is not None:  # the client learns the id now: GET needs it
+        await _note(client, job_id, deferred)
     return await _answer(request, job_id, record, pdf=pdf)
 
 
 async def _accept(
     request: web.Request, raw: bytes, *, stack: contextlib.ExitStack
-) -> tuple[str, float, hinting.Hint, bool] | web.StreamResponse:
+) -> tuple[str, float, hinting.Hint, bool, bytes | None] | web.StreamResponse:
     """Check the job in its stored form (in a worker process), then write and send it: (its id,
-    the wait asked for, the event its done hint sets, whether it was sent now), or the error
-    answer. Every check comes
-    before anything is written; the wait for the hint is registered before the job is sent."""
+    the wait asked for, the event its done hint sets, whether it was sent now, the job's note
+    if it is still to be written), or the error answer. Every check comes before anything is
+    written; the wait for the hint is registered before the job is sent.
+
+    The note (owner, template, callback) lets GET answer "pending" for a job with no record yet.
+    A waiting request's client learns the job's id only from its answer, and a PDF or a failure
+    comes with the record; so without a key (which needs the note first) or a callback (whose
+    dispatcher reads it), the note is written only if the wait ends without a record, before
+    the 202 that gives the id. One storage write less a report, and none beside the renderer's
+    receive."""
     client = request.app[CLIENT]
     settings = request.app[SETTINGS]
     tenant = request[TENANT]
@@ -164,9 +173,14 @@ async def _accept(
         if not await client.blobs.create(contract.job_note_blob(job.job_id), note, _JSON):
             if await _noted_digest(client, job.job_id) != checked.note["digest"]:
                 return problem(422, "this Idempotency-Key was used with another body")
-            return job.job_id, checked.wait_s, hint, False  # a repeated key sends nothing new
+            return job.job_id, checked.wait_s, hint, False, None  # a repeat sends nothing new
         await client.upload_files(job.job_id, checked.files)
         await _send_and_wake(request, job)
+    elif checked.callback_url is None and checked.wait_s > 0:  # the note waits for a 202
+        await client.upload_files(job.job_id, checked.files)
+        await _send_and_wake(request, job)
+        request.app[METRICS].jobs.labels(lane="interactive").inc()
+        return job.job_id, checked.wait_s, hint, True, note
     else:
         # Both at once: the sooner the job is on the lane, the sooner a renderer takes it (it
         # is woken as soon as the message is there, not when the note is too). A job whose
@@ -182,7 +196,16 @@ async def _accept(
         if isinstance(noted, BaseException):
             logger.warning("could not note job %s: %s", job.job_id, noted)
     request.app[METRICS].jobs.labels(lane="interactive").inc()
-    return job.job_id, checked.wait_s, hint, True
+    return job.job_id, checked.wait_s, hint, True, None
+
+
+async def _note(client: ReportFarmClient, job_id: str, note: bytes) -> None:
+    """Write a job's note; a job whose note failed is still served (its GET answers 404 until
+    it has a record)."""
+    try:
+        await client.blobs.put(contract.job_note_blob(job_id), note, content_type=_JSON)
+    except Exception as error:  # storage away: the 202 still goes, the job still runs
+        logger.warning("could not note job %s: %s", job_id, error)
 
 
 async def _send_and_wake(request: web.Request, job: EncodedJob) -> None:

@@ -28,10 +28,15 @@ async def test_a_report_ready_within_the_deadline_comes_back_as_the_pdf(
             assert response.content_type == "application/pdf"
             pdf = await response.read()
             job_id = response.headers["X-Reportfarm-Job-Id"]
+        # The id came with the PDF, and the record answers GET: no note was written for it.
+        async with gateway.http.get(gateway.at(f"/v1/reports/{job_id}"), headers=auth()) as got:
+            assert got.status == 200 and (await got.json())["state"] == "succeeded"
     assert "王小明" in pdf_text(pdf)
     record = await client.result(job_id)
     assert record is not None and record.tenant == "acme"
     assert await client.queues["interactive"].depth() == 0
+    with pytest.raises(KeyError):
+        await client.blobs.get(contract.job_note_blob(job_id))
 
 
 async def test_past_the_deadline_it_answers_202_with_a_location_to_poll(
@@ -46,6 +51,9 @@ async def test_past_the_deadline_it_answers_202_with_a_location_to_poll(
             location = response.headers["Location"]
             assert (await response.json())["state"] == "pending"
         assert location.startswith("/v1/reports/")
+        # The note was written before the 202 gave the id: GET answers "pending", not 404.
+        async with gateway.http.get(gateway.at(location), headers=auth()) as pending:
+            assert pending.status == 200 and (await pending.json())["state"] == "pending"
 
         async def done() -> dict[str, object] | None:
             async with gateway.http.get(gateway.at(location), headers=auth()) as polled:
