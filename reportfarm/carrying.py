@@ -64,7 +64,9 @@ def sign(key: bytes, job_id: str, record_json: bytes, pdf: bytes) -> str:
 
 
 def verify(key: bytes, job_id: str, record_json: bytes, pdf: bytes, signature: str) -> bool:
-    return hmac.compare_digest(sign(key, job_id, record_json, pdf), signature)
+    """Whether ``signature`` is the hint's (any text: a header may hold non-ASCII)."""
+    expected = sign(key, job_id, record_json, pdf).encode("ascii")
+    return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
 
 
 def encode_record(record_json: bytes) -> str:

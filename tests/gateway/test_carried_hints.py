@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Callable
 
 import pytest
@@ -80,6 +81,8 @@ def _forgeries(key: bytes) -> list[tuple[str, bytes, dict[str, str]]]:
         ("another blob", PDF, _signed(key, _record(output_blob="pdf/x/other.pdf"), PDF)),
         ("another size", PDF, _signed(key, _record(output_bytes=len(PDF) + 1), PDF)),
         ("not base64", PDF, {**good, carrying.RECORD_HEADER: "%%%"}),
+        ("a non-ASCII signature", PDF, {**good, carrying.SIGNATURE_HEADER: "é" * 64}),
+        ("a non-ASCII record", PDF, {**good, carrying.RECORD_HEADER: "é" * 64}),
         ("not a record", PDF, {**good, carrying.RECORD_HEADER: carrying.encode_record(b"[]")}),
         ("no signature", PDF, {carrying.RECORD_HEADER: good[carrying.RECORD_HEADER]}),
     ]
@@ -272,3 +275,58 @@ async def test_hints_in_flight_carry_at_most_their_bound_of_pdf_bytes(
     done_hints.send(_job(), record=_record(), pdf=PDF)
     await asyncio.gather(*done_hints._tasks)
     assert posted[-1] == PDF  # room again
+
+
+_RECORD_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "job_id": st.sampled_from([JOB, "carried-2", "", None]),
+        "state": st.sampled_from(["succeeded", "failed", "running", None]),
+        "output_blob": st.sampled_from(
+            [contract.default_output_blob(JOB), "pdf/x/other.pdf", None, 3]
+        ),
+        "output_bytes": st.one_of(st.none(), st.integers(-2, 2 * len(PDF))),
+        "finished_at": st.one_of(st.none(), st.floats(allow_nan=False)),
+        "stages_ms": st.dictionaries(st.text(max_size=5), st.floats(allow_nan=False), max_size=3),
+        "extra": st.text(max_size=10),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fields=_RECORD_FIELDS,
+    pdf=st.one_of(st.just(PDF), st.binary(max_size=64)),
+    header=st.one_of(st.none(), st.text(max_size=40)),
+    signature=st.one_of(st.none(), st.text(max_size=70)),
+)
+def test_whatever_a_hint_carries_only_a_signed_succeeded_answer_of_this_job_is_used(
+    fields: dict[str, object], pdf: bytes, header: str | None, signature: str | None
+) -> None:
+    """Generated records (any fields, any values), PDFs and headers: what the gateway accepts
+    is exactly a record signed with its key that names this job, succeeded, into its default
+    blob, of the PDF's very size; any other header or signature is refused, never raised."""
+    assert KEY is not None
+    waiters = hinting.Waiters(key=KEY)
+    record_json = json.dumps(fields).encode("utf-8")
+    signed = carrying.sign(KEY, JOB, record_json, pdf)
+    carried = waiters.carry(
+        JOB, record_header=carrying.encode_record(record_json), signature=signed, pdf=pdf
+    )
+    expected = (
+        fields.get("job_id") == JOB
+        and fields.get("state") == "succeeded"
+        and fields.get("output_blob") == contract.default_output_blob(JOB)
+        and fields.get("output_bytes") == len(pdf)
+    )
+    assert (carried is not None) == expected, fields
+    if carried is not None:
+        assert carried.job_id == JOB and carried.output_bytes == len(pdf)
+    # Forged or garbled headers: refused (None), never an exception.
+    forged_header = header if header is not None else carrying.encode_record(record_json)
+    forged_signature = signature if signature is not None else "0" * 64
+    if forged_signature != signed:
+        assert (
+            waiters.carry(JOB, record_header=forged_header, signature=forged_signature, pdf=pdf)
+            is None
+        )
