@@ -13,7 +13,6 @@ otherwise retry for seconds and print a 150-line traceback.
 from __future__ import annotations
 
 import base64
-import binascii
 import os
 import shlex
 import socket
@@ -181,7 +180,7 @@ def _credential(pairs: dict[str, str]) -> str:
     key = pairs.get("accountkey", "")
     try:
         base64.b64decode(key, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a key with non-ASCII characters
         raise ConnectionProblem(
             f"{ENV_VAR} is malformed: AccountKey is not base64; copy it again"
         ) from None

@@ -204,7 +204,7 @@ def job_files(value: object) -> dict[str, bytes] | None:
             if not isinstance(content, str):
                 raise binascii.Error("not text")
             files[name] = base64.b64decode(content, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or text with non-ASCII characters
             raise BadRequest(f"file {name!r} is not base64 text") from None
         try:
             contract.check_data_size(len(files[name]), what=f"file {name!r}")

@@ -69,6 +69,7 @@ COMMANDS = {
         pytest.param("submit", "garbage", ("malformed", "Key=Value"), id="submit-not-key-value"),
         pytest.param("batch", "garbage", ("malformed", "Key=Value"), id="batch-not-key-value"),
         pytest.param("status", "AccountName=x;AccountKey=abc", ("base64",), id="bad-key"),
+        pytest.param("status", "AccountName=x;AccountKey=äöü=", ("base64",), id="non-ascii-key"),
         pytest.param("status", "AccountName=devstoreaccount1", ("AccountKey",), id="no-key"),
         pytest.param(
             "status",

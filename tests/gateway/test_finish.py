@@ -57,6 +57,7 @@ async def test_a_report_with_metadata_and_tags_comes_back_finished(
         ({"finish": {"sign": {"certificate": "x"}}}, "unknown finish.sign option(s)"),
         ({"files": {"../x": b64(b"a")}}, "file name '../x'"),
         ({"files": {"a.csv": "not base64!"}}, "file 'a.csv' is not base64 text"),
+        ({"files": {"a.csv": "äöü="}}, "file 'a.csv' is not base64 text"),  # was a 500
         ({"files": []}, "files must be an object"),
         # PDF options are typed by the contract, as the renderer reads them
         ({"pdf": {"tagged": "yes"}}, "pdf.tagged 'yes' has the wrong type"),
