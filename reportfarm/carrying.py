@@ -26,6 +26,8 @@ import binascii
 import hashlib
 import hmac
 
+from reportfarm import connecting, contract
+
 RECORD_HEADER = "X-Reportfarm-Record"
 """The record's JSON, base64url (a header holds ASCII only)."""
 SIGNATURE_HEADER = "X-Reportfarm-Signature"
@@ -43,15 +45,25 @@ def key_for(connection_string: str | None) -> bytes | None:
     connection string, or none with a key or SAS in it)."""
     if not connection_string:
         return None
-    parts: dict[str, str] = {}
-    for part in connection_string.split(";"):
-        name, sep, value = part.partition("=")
-        if sep:
-            parts[name.strip().lower()] = value.strip()
+    try:
+        parts = {name.lower(): value for name, value in connecting.parse(connection_string).items()}
+    except connecting.ConnectionProblem:  # malformed: the storage client says so, not the hints
+        return None
     secret = "\n".join(parts.get(name, "") for name in ("accountname", *_SECRET_PARTS))
     if not any(parts.get(name) for name in _SECRET_PARTS):
         return None
     return hmac.new(secret.encode("utf-8"), _LABEL, hashlib.sha256).digest()
+
+
+def answers(record: contract.ResultRecord, job_id: str, *, pdf_bytes: int) -> bool:
+    """Whether ``record`` can ride a hint as the answer: the job's own, succeeded into its default
+    blob, of a PDF of ``pdf_bytes`` (what the renderer sends, what the gateway accepts)."""
+    return (
+        record.job_id == job_id
+        and record.state == "succeeded"
+        and record.output_blob == contract.default_output_blob(job_id)
+        and record.output_bytes == pdf_bytes
+    )
 
 
 def sign(key: bytes, job_id: str, record_json: bytes, pdf: bytes) -> str:

@@ -83,14 +83,7 @@ class Waiters:
             record = contract.ResultRecord.from_json(record_json)
         except contract.ContractError:
             return None
-        if (
-            record.job_id != job_id
-            or record.state != "succeeded"
-            or record.output_blob != contract.default_output_blob(job_id)
-            or record.output_bytes != len(pdf)
-        ):
-            return None
-        return record
+        return record if carrying.answers(record, job_id, pdf_bytes=len(pdf)) else None
 
     @contextlib.contextmanager
     def waiting(self, job_id: str) -> Iterator[Hint]:

@@ -169,34 +169,28 @@ async def _accept(
     job = checked.job
     hint = stack.enter_context(request.app[hinting.WAITERS].waiting(job.job_id))
     note = json.dumps(checked.note).encode("utf-8")
+    # Without a key or a callback, a waiting report's note waits for a 202 (see above).
+    keep = checked.keyed or checked.callback_url is not None or checked.wait_s <= 0
+    deferred = None if keep else note
     if checked.keyed:  # the first request with this key owns the job id (a conditional write)
         if not await client.blobs.create(contract.job_note_blob(job.job_id), note, _JSON):
             if await _noted_digest(client, job.job_id) != checked.note["digest"]:
                 return problem(422, "this Idempotency-Key was used with another body")
             return job.job_id, checked.wait_s, hint, False, None  # a repeat sends nothing new
-        await client.upload_files(job.job_id, checked.files)
+    await client.upload_files(job.job_id, checked.files)
+    if checked.keyed or deferred is not None:
         await _send_and_wake(request, job)
-    elif checked.callback_url is None and checked.wait_s > 0:  # the note waits for a 202
-        await client.upload_files(job.job_id, checked.files)
-        await _send_and_wake(request, job)
-        request.app[METRICS].jobs.labels(lane="interactive").inc()
-        return job.job_id, checked.wait_s, hint, True, note
     else:
         # Both at once: the sooner the job is on the lane, the sooner a renderer takes it (it
         # is woken as soon as the message is there, not when the note is too). A job whose
         # note failed is still served; only its GET answers 404 until it has a record.
-        await client.upload_files(job.job_id, checked.files)
-        sent, noted = await asyncio.gather(
-            _send_and_wake(request, job),
-            client.blobs.put(contract.job_note_blob(job.job_id), note, content_type=_JSON),
-            return_exceptions=True,
+        sent, _ = await asyncio.gather(
+            _send_and_wake(request, job), _note(client, job.job_id, note), return_exceptions=True
         )
         if isinstance(sent, BaseException):
             raise sent
-        if isinstance(noted, BaseException):
-            logger.warning("could not note job %s: %s", job.job_id, noted)
     request.app[METRICS].jobs.labels(lane="interactive").inc()
-    return job.job_id, checked.wait_s, hint, True, None
+    return job.job_id, checked.wait_s, hint, True, deferred
 
 
 async def _note(client: ReportFarmClient, job_id: str, note: bytes) -> None:

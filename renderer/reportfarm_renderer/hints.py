@@ -78,9 +78,8 @@ class DoneHints:
             self.key is None
             or record is None
             or pdf is None
-            or record.state != "succeeded"
-            or record.output_blob != contract.default_output_blob(job.job_id)
             or len(pdf) > carrying.MAX_PDF_BYTES
+            or not carrying.answers(record, job.job_id, pdf_bytes=len(pdf))
         ):
             return None, None
         record_json = record.to_json()
