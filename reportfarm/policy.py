@@ -29,7 +29,11 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
    running browsers, so it cannot grow with the policy's own decisions; it shrinks only past the
    wider ``blind_tolerance`` band.
 4. Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
-   holds the need plus the tolerance band (and one spare browser), so noise does not flap.
+   holds the need plus the tolerance band (and one spare browser), so noise does not flap, and
+   never below the arrival stream's need plus the band, read the unbiased way (``stream_average``:
+   completions plus the depth's change, both ways): the steady estimate takes the lesser of two
+   noisy readings (busy browsers, the stream), which reads low, and a pod let go on a low
+   reading was started again at the next tick.
 5. Shape: the fewest pods that hold the requirement, each running every browser that fits
    (``full_pools``: a pod costs the same with 1 or 4 browsers, and a browser already up takes a
    job without waiting for a resize). Without it the pool inside the floor pods follows the need.
@@ -313,6 +317,13 @@ class State:
     hold: tuple[float, int] | None = None
     """(until, browsers): a drained backlog's browsers, kept until then
     (``reportfarm.recurrence``)."""
+    stream_average: float | None = None
+    """Moving average (``busy_smoothing_s``) of the arrival stream's concurrency while no backlog
+    waits, each sample counted both ways: the renders completed since the last decision plus the
+    depth's change, per second, times the render time (what arrived is what was done plus what
+    was added). Unbiased where ``busy_average`` is not (it takes the lesser of the busy browsers
+    and the stream, two noisy readings, to keep a drained batch's last renders out of the rate):
+    a shrink never goes below it plus the band. Held during a backlog and while blind."""
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-ready dict (camelCase keys, as Kubernetes status fields)."""
@@ -333,6 +344,7 @@ class State:
             "backlogged": self.backlogged,
             "backlogPeak": self.backlog_peak,
             "hold": None if self.hold is None else {"until": self.hold[0], "browsers": hold},
+            "streamAverage": self.stream_average,
         }
 
     @classmethod
@@ -371,6 +383,7 @@ class State:
             backlogged=bool(data.get("backlogged")),
             backlog_peak=integer("backlogPeak") or 0,
             hold=None if not hold else (float(hold["until"]), int(hold["browsers"])),
+            stream_average=number("streamAverage"),
         )
 
 
@@ -558,10 +571,14 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     average = _steady_average(
         observation, spec, state=state, render_s=render_s, arrivals=arrivals, rising=growth > 0
     )
+    stream_average = _stream_average(
+        observation, spec, state=state, growth=growth, render_s=render_s
+    )
     state = dataclasses.replace(
         state,
         last_work_at=last_work_at,
         busy_average=average,
+        stream_average=stream_average,
         render_s=measured_s,
         finish_cpu_s=state.finish_cpu_s
         if observation.finish_cpu_s is None
@@ -648,6 +665,9 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     band = max(spec.tolerance, spec.blind_tolerance) if blind else spec.tolerance
     banded = _shape(unheld + max(1, math.ceil(band * unheld)), spec=spec)
     down = max(banded, _shape(need, spec=spec))
+    if not blind and stream_average is not None:  # never below the stream, read unbiased
+        floor = math.ceil((1 + band) * stream_average / spec.target_utilization - 1e-9)
+        down = max(down, _shape(floor, spec=spec))
 
     if up[0] == 0 and (cur_replicas == 0 or idle_for >= spec.scale_to_zero_idle_s):
         reason = Reason.STEADY if cur_replicas == 0 else Reason.SCALE_TO_ZERO
@@ -836,6 +856,31 @@ def _arrival_concurrency(
     # A growth not sustained may be a batch landing: the completions alone, a lower bound.
     rise = (sustained if sustained > 0 else 0.0) if growth > 0 else growth
     return max(0.0, (done + rise) * render_s)
+
+
+def _stream_average(
+    observation: Observation,
+    spec: PoolSpec,
+    *,
+    state: State,
+    growth: float,
+    render_s: float | None,
+) -> float | None:
+    """``State.stream_average`` moved to now: a sample while no backlog waits and the completions
+    are counted, the completions plus the depth's change per second since the last decision,
+    times the render time; else held."""
+    known = observation.completed is not None and observation.busy_browsers is not None
+    if not known or state.decided_at is None or state.depth is None:
+        return state.stream_average
+    if _backlogged(observation, spec, render_s=render_s):
+        return state.stream_average
+    assert observation.completed is not None
+    elapsed = max(1.0, observation.now - state.decided_at)
+    sample = max(0.0, (observation.completed / elapsed + growth) * (render_s or 0.0))
+    if state.stream_average is None:
+        return sample
+    weight = 1 - math.exp(-max(0.0, observation.now - state.decided_at) / spec.busy_smoothing_s)
+    return state.stream_average + (sample - state.stream_average) * weight
 
 
 def _remember_trend(

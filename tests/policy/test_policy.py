@@ -703,3 +703,47 @@ def test_ready_pods_all_busy_while_the_backlog_grows_have_no_spare_to_drain_it()
     assert overrun.reason is policy.Reason.SCALE_UP
     spare = _overrun(35)
     assert (spare.replicas, spare.browsers_per_pod) == (9, 4), spare.message
+
+
+# month-end-dense (seed 2, loop phases 2000) between two batch runs: what the operator read every
+# 5 s from 2 ready pods of 4 browsers, a stream of ~5.6 jobs/s of ~0.57 s renders (3.2 browsers
+# busy on average): (depth, busy browsers, renders completed since the last read, their mean).
+_BETWEEN_BATCHES = [
+    (1, 1, 27, 0.60),
+    (3, 3, 29, 0.70),
+    (1, 1, 31, 0.53),
+    (3, 3, 18, 0.56),
+    (5, 5, 28, 0.52),
+    (2, 2, 33, 0.55),
+    (5, 5, 27, 0.58),
+    (3, 3, 33, 0.65),
+    (3, 3, 19, 0.53),
+]
+
+
+def test_a_steady_stream_read_low_by_its_busy_browsers_keeps_the_pods_it_needs() -> None:
+    """The steady estimate takes the lesser of two noisy readings (busy browsers, completions)
+    and reads ~2.4 browsers for this stream of ~3.2: it let one of the two pods go (4 browsers
+    for 3.2 busy and no band), and asked for it again 5 s later, a pod start of waiting when the
+    next batch run came. The stream counted both ways (completions plus the depth's change)
+    holds the second pod: a shrink keeps that need plus the band (3.2 / 0.85 x 1.15 > 4)."""
+    pool = policy.PoolSpec()
+    memory = policy.State(replicas=2, browsers_per_pod=4, decided_at=NOW - 5, depth=3)
+    sizes = []
+    for tick in range(36):
+        depth, busy, completed, render_s = _BETWEEN_BATCHES[tick % len(_BETWEEN_BATCHES)]
+        seen = policy.Observation(
+            now=NOW + 5 * tick,
+            queue_depth=depth,
+            ready_replicas=2,
+            browsers_per_pod=4,
+            busy_browsers=busy,
+            mean_render_s=render_s,
+            completed=completed,
+        )
+        decision = policy.decide(seen, pool, memory)
+        memory = decision.state
+        sizes.append((decision.replicas, decision.browsers_per_pod))
+    assert set(sizes) == {(2, 4)}, sizes
+    assert memory.stream_average is not None and 3.0 < memory.stream_average < 3.6
+    assert memory.busy_average is not None and memory.busy_average < 3.0  # the low reading
