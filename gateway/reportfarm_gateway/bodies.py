@@ -24,22 +24,11 @@ from collections.abc import AsyncIterator
 from aiohttp import http_exceptions, web, web_protocol
 
 from reportfarm import contract
+from reportfarm_gateway.parsing import BodyError
+
+__all__ = ["BodyBudget", "BodyError", "received"]
 
 CHUNK_BYTES = 256 * 1024
-
-
-class BodyError(Exception):
-    """A body the gateway refuses; ``status`` is the HTTP answer (400, 408, 413, 415 or 503; 499
-    when the client left, counted as such and never sent)."""
-
-    def __init__(
-        self, status: int, detail: str, *, retry_after: int | None = None, unread: bool = False
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.retry_after = retry_after
-        self.unread = unread
-        """The body was not read to its end: the answer closes the connection."""
 
 
 class BodyBudget:

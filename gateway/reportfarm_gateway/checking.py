@@ -24,7 +24,7 @@ from typing import Any
 
 from reportfarm import contract, encoding, finishing, preparing
 from reportfarm.encoding import EncodedJob, Submission
-from reportfarm_gateway import bodies, parsing
+from reportfarm_gateway import parsing
 
 _REPORT_FIELDS = frozenset({"template", "data", "wait_s", "pdf", "callback_url", "finish", "files"})
 _ITEM_FIELDS = frozenset({"template", "data", "pdf", "finish", "files"})
@@ -69,7 +69,7 @@ def refused(call: Any, /, *args: Any, **kwargs: Any) -> Any:
         return call(*args, **kwargs)
     except TooMany as error:
         return Refusal(413, str(error))
-    except bodies.BodyError as error:
+    except parsing.BodyError as error:
         return Refusal(error.status, str(error))
     except BadRequest as error:
         return Refusal(400, str(error))

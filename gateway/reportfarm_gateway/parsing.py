@@ -27,7 +27,20 @@ import re
 import time
 from typing import Any
 
-from reportfarm_gateway.bodies import BodyError
+
+class BodyError(Exception):
+    """A body the gateway refuses; ``status`` is the HTTP answer (400, 408, 413, 415 or 503; 499
+    when the client left, counted as such and never sent)."""
+
+    def __init__(
+        self, status: int, detail: str, *, retry_after: int | None = None, unread: bool = False
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.retry_after = retry_after
+        self.unread = unread
+        """The body was not read to its end: the answer closes the connection."""
+
 
 MAX_DEPTH = 200
 """Deepest nesting of arrays and objects a request body may have."""
