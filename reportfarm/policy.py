@@ -661,13 +661,15 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     replicas, bpp = up = _shape(need, spec=spec)
     # Hysteresis: grow as soon as the need exceeds the capacity; shrink only to a size that still
     # holds the need plus the tolerance band (and at least one spare browser); a hold keeps
-    # its browsers exactly (no band over them: it keeps ready pods, never starting ones).
+    # its browsers exactly (no band over them: it keeps ready pods, never starting ones); and
+    # never below the stream's need plus the band, the stream read unbiased (not while blind).
     band = max(spec.tolerance, spec.blind_tolerance) if blind else spec.tolerance
     banded = _shape(unheld + max(1, math.ceil(band * unheld)), spec=spec)
-    down = max(banded, _shape(need, spec=spec))
-    if not blind and stream_average is not None:  # never below the stream, read unbiased
-        floor = math.ceil((1 + band) * stream_average / spec.target_utilization - 1e-9)
-        down = max(down, _shape(floor, spec=spec))
+    down = max(
+        banded,
+        _shape(need, spec=spec),
+        _stream_floor(None if blind else stream_average, band, spec=spec),
+    )
 
     if up[0] == 0 and (cur_replicas == 0 or idle_for >= spec.scale_to_zero_idle_s):
         reason = Reason.STEADY if cur_replicas == 0 else Reason.SCALE_TO_ZERO
@@ -856,6 +858,16 @@ def _arrival_concurrency(
     # A growth not sustained may be a batch landing: the completions alone, a lower bound.
     rise = (sustained if sustained > 0 else 0.0) if growth > 0 else growth
     return max(0.0, (done + rise) * render_s)
+
+
+def _stream_floor(stream_average: float | None, band: float, *, spec: PoolSpec) -> tuple[int, int]:
+    """The smallest shape a shrink may reach for the stream read unbiased: its need plus the
+    band (``State.stream_average``); none while it is unknown (blind: never sampled, or held)."""
+    if stream_average is None:
+        return _shape(0, spec=spec)
+    return _shape(
+        math.ceil((1 + band) * stream_average / spec.target_utilization - 1e-9), spec=spec
+    )
 
 
 def _stream_average(
