@@ -775,7 +775,13 @@ def _steady_average(
         return state.busy_average if state.busy_average is not None else float(busy)
     else:
         sample = arrivals
-    return _average(state, now=observation.now, busy=sample, span=spec.busy_smoothing_s)
+    return _average(
+        state.busy_average,
+        since=state.decided_at,
+        now=observation.now,
+        sample=sample,
+        span=spec.busy_smoothing_s,
+    )
 
 
 def _trend(
@@ -889,10 +895,13 @@ def _stream_average(
     assert observation.completed is not None
     elapsed = max(1.0, observation.now - state.decided_at)
     sample = max(0.0, (observation.completed / elapsed + growth) * (render_s or 0.0))
-    if state.stream_average is None:
-        return sample
-    weight = 1 - math.exp(-max(0.0, observation.now - state.decided_at) / spec.busy_smoothing_s)
-    return state.stream_average + (sample - state.stream_average) * weight
+    return _average(
+        state.stream_average,
+        since=state.decided_at,
+        now=observation.now,
+        sample=sample,
+        span=spec.busy_smoothing_s,
+    )
 
 
 def _remember_trend(
@@ -936,12 +945,15 @@ def _worth_starting(
     return min(backlog + surge, max(min(spare, backlog + surge), left))
 
 
-def _average(state: State, *, now: float, busy: float, span: float) -> float:
-    """Exponential moving average of busy browsers, time constant ``span`` seconds."""
-    if state.busy_average is None or state.decided_at is None or span == 0:
-        return float(busy)
-    weight = 1 - math.exp(-max(0.0, now - state.decided_at) / span)
-    return state.busy_average + (busy - state.busy_average) * weight
+def _average(
+    previous: float | None, *, since: float | None, now: float, sample: float, span: float
+) -> float:
+    """Exponential moving average, time constant ``span`` seconds: ``previous`` (as of ``since``)
+    moved towards ``sample`` (the steady busy browsers, the stream's concurrency)."""
+    if previous is None or since is None or span == 0:
+        return float(sample)
+    weight = 1 - math.exp(-max(0.0, now - since) / span)
+    return previous + (sample - previous) * weight
 
 
 def _remember(

@@ -747,3 +747,45 @@ def test_a_steady_stream_read_low_by_its_busy_browsers_keeps_the_pods_it_needs()
     assert set(sizes) == {(2, 4)}, sizes
     assert memory.stream_average is not None and 3.0 < memory.stream_average < 3.6
     assert memory.busy_average is not None and memory.busy_average < 3.0  # the low reading
+
+
+@given(
+    depth=st.integers(0, 500),
+    busy=st.one_of(st.none(), st.integers(0, 60)),
+    ready=st.integers(0, 16),
+    last=st.tuples(st.integers(0, 16), st.integers(1, 8)),
+    steady=st.one_of(st.none(), st.floats(0, 60)),
+    stream=st.floats(0, 100),
+    min_replicas=st.integers(0, 3),
+    idle=st.floats(0, 1000),
+)
+def test_the_streams_floor_only_stops_shrinks(
+    depth: int,
+    busy: int | None,
+    ready: int,
+    last: tuple[int, int],
+    steady: float | None,
+    stream: float,
+    min_replicas: int,
+    idle: float,
+) -> None:
+    """Whatever the stream's average says, a decision with it is the one without it, or a shrink
+    stopped short of it (never more pods than the pool runs or the need asks, never fewer than
+    without the floor); while blind the floor plays no part. Generated: any depth, busy
+    browsers, pool, memory and stream average (no completions read at this tick, so the average
+    is the one given)."""
+    pool = policy.PoolSpec(min_replicas=min_replicas, max_replicas=16)
+    seen = observe(depth, busy, ready, last[1])
+    memory = state(*last, last_work_at=NOW - idle, busy_average=steady, decided_at=NOW - 5)
+    without = policy.decide(seen, spec=pool, state=memory)
+    floored = dataclasses.replace(memory, stream_average=stream)
+    within = policy.decide(seen, spec=pool, state=floored)
+    assert within.state.stream_average == stream  # held: nothing to sample
+    if busy is None:
+        assert (within.replicas, within.browsers_per_pod) == (
+            without.replicas,
+            without.browsers_per_pod,
+        )
+        return
+    assert without.replicas <= within.replicas <= max(without.replicas, last[0])
+    assert pool.fewest_browsers <= within.browsers_per_pod <= pool.browsers_that_fit
