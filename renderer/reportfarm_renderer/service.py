@@ -73,6 +73,7 @@ async def running(
                 events=metrics,
             ),
             launch_timeout=settings.launch_timeout,
+            collect_every=settings.collect_every,
         )
         stack.push_async_callback(launcher.close)
         pool = pooling.BrowserPool(

@@ -23,6 +23,8 @@ for EN 16931's Saxon process), and a process that waits holds no CPU. ``reportfa
 bench einvoice`` on 2 CPUs, side by side: 2 processes made 1.37-2.12 e-invoices/s, the jobs
 waiting ~0.9-1.5 s for a free one; 4 made 4.02, waiting 46 ms. Each costs ~120 MiB."""
 DEFAULT_PAGES_PER_BROWSER = 1
+DEFAULT_COLLECT_EVERY = 4
+"""The same as ``reportfarm_renderer.browser.COLLECT_EVERY`` (settings import no Playwright)."""
 """``reportfarm bench print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
 at load 11-24, where more runnable lanes take more of a shared CPU) for ~1.5x the memory, and
 the CPU time per PDF was the same: 1 is as good per core and the best per GiB."""
@@ -60,6 +62,10 @@ class RendererSettings(common.FromEnv):
     """REPORTFARM_PAGES_PER_BROWSER: warm pages per browser, each printing one job at a time in a
     context of its own; the pool takes pool size x this many jobs at once (see
     DEFAULT_PAGES_PER_BROWSER for why 1)."""
+    collect_every: int = common.setting(Var.COLLECT_EVERY, DEFAULT_COLLECT_EVERY, minimum=0)
+    """REPORTFARM_COLLECT_EVERY: a warm page's garbage is collected after this many documents
+    (0: left to Chromium, which lets each page's renderer grow to ~130 MiB); see
+    ``reportfarm_renderer.browser.COLLECT_EVERY`` for what it costs and saves."""
     port: int = renderer_api.PORT
     """REPORTFARM_PORT: HTTP port for /healthz, /readyz, /metrics and /pool."""
     visibility_timeout: int = 60
