@@ -23,11 +23,11 @@ for EN 16931's Saxon process), and a process that waits holds no CPU. ``reportfa
 bench einvoice`` on 2 CPUs, side by side: 2 processes made 1.37-2.12 e-invoices/s, the jobs
 waiting ~0.9-1.5 s for a free one; 4 made 4.02, waiting 46 ms. Each costs ~120 MiB."""
 DEFAULT_PAGES_PER_BROWSER = 1
-DEFAULT_COLLECT_EVERY = 4
-"""The same as ``reportfarm_renderer.browser.COLLECT_EVERY`` (settings import no Playwright)."""
 """``reportfarm bench print``: 2 pages a browser printed 1.02x the PDFs/s of 1 at load 6 (0.9-1.5x
 at load 11-24, where more runnable lanes take more of a shared CPU) for ~1.5x the memory, and
 the CPU time per PDF was the same: 1 is as good per core and the best per GiB."""
+DEFAULT_COLLECT_EVERY = 4
+"""The same as ``reportfarm_renderer.browser.COLLECT_EVERY`` (settings import no Playwright)."""
 BROWSER_MEMORY_BYTES = 500 * 2**20
 """What one browser holds after rendering (measured here: ~500 MiB PSS); sizes the default pool."""
 
