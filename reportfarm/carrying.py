@@ -17,6 +17,9 @@ The key is derived from the storage account's secret (the account key or SAS of 
 string), which the gateway and the renderers already share: whoever can sign a hint can write the
 record itself. An account reached with Entra ID (no secret in a connection string) has no key
 here: its hints carry nothing, as before. Only PDFs up to :data:`MAX_PDF_BYTES` ride a hint.
+
+The same key, derived once more for the purpose, signs a hand-off (``renderer_api.HANDOFF_PATH``):
+a message the gateway sent invisible and hands, with its pop receipt, to a renderer.
 """
 
 from __future__ import annotations
@@ -36,7 +39,11 @@ MAX_PDF_BYTES = 4 * 2**20
 """Larger PDFs are not carried (the gateway reads them): a hint stays a short request."""
 MAX_RECORD_BYTES = 4096
 """A larger record (stages, a long error) is not carried: the header stays small."""
+HANDOFF_SIGNATURE_HEADER = "X-Reportfarm-Handoff-Signature"
+"""HMAC-SHA256 (hex) of a hand-off's body (``renderer_api.HANDOFF_PATH``), with a key derived
+from :func:`key_for`'s for that purpose alone."""
 _LABEL = b"reportfarm done hint v1"
+_HANDOFF_LABEL = b"reportfarm hand-off v1"
 _SECRET_PARTS = ("accountkey", "sharedaccesssignature")
 
 
@@ -78,6 +85,17 @@ def sign(key: bytes, job_id: str, record_json: bytes, pdf: bytes) -> str:
 def verify(key: bytes, job_id: str, record_json: bytes, pdf: bytes, signature: str) -> bool:
     """Whether ``signature`` is the hint's (any text: a header may hold non-ASCII)."""
     expected = sign(key, job_id, record_json, pdf).encode("ascii")
+    return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
+
+
+def sign_handoff(key: bytes, body: bytes) -> str:
+    """A hand-off's signature: whoever can sign one can receive the message itself."""
+    handoff_key = hmac.new(key, _HANDOFF_LABEL, hashlib.sha256).digest()
+    return hmac.new(handoff_key, body, hashlib.sha256).hexdigest()
+
+
+def verify_handoff(key: bytes, body: bytes, signature: str) -> bool:
+    expected = sign_handoff(key, body).encode("ascii")
     return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
 
 

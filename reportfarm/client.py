@@ -17,7 +17,7 @@ from reportfarm import batches, contract, encoding, finishing, preparing
 from reportfarm.encoding import EncodedJob, Submission
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
-from reportfarm.storage.queueing import JobQueue
+from reportfarm.storage.queueing import Delivery, JobQueue
 
 WAIT_WINDOW = 8
 """Records :meth:`ReportFarmClient.wait` reads at a time, oldest first."""
@@ -102,6 +102,15 @@ class ReportFarmClient:
             await self.blobs.put(name, job.payload, content_type="application/json")
         await self.queues[job.lane].send(job.message)
         return job.job_id
+
+    async def send_held(self, job: EncodedJob, *, held_s: int) -> tuple[JobQueue, Delivery]:
+        """:meth:`send_encoded`, the message invisible for ``held_s`` seconds: its lane's queue
+        and its delivery, to hand to a renderer (``JobQueue.send_held``)."""
+        if job.payload is not None:
+            name = contract.payload_blob(job.job_id)
+            await self.blobs.put(name, job.payload, content_type="application/json")
+        queue = self.queues[job.lane]
+        return queue, await queue.send_held(job.message, held_s=held_s)
 
     async def submit_many(
         self,

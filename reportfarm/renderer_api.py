@@ -7,7 +7,9 @@ pool is resized, and the metrics the scaling loop reads.
   here (:class:`Var`) or, for the storage account and the log format that all services share, in
   ``reportfarm.settings`` and ``reportfarm.logs``.
 - HTTP: :data:`PORT`; ``GET`` :data:`HEALTHZ_PATH`, :data:`READYZ_PATH`, :data:`METRICS_PATH`;
-  ``PUT`` :data:`POOL_PATH` with :func:`pool_body` (read back by :func:`parse_pool_body`).
+  ``PUT`` :data:`POOL_PATH` with :func:`pool_body` (read back by :func:`parse_pool_body`);
+  ``POST`` :data:`WAKE_PATH` and :data:`HANDOFF_PATH` (:func:`handoff_body`, read back by
+  :func:`parse_handoff`).
 - Metrics the operator reads: :data:`POOL_SIZE_METRIC`, :data:`POOL_BUSY_METRIC`,
   :data:`OLDEST_JOB_METRIC` and the :data:`RENDER_STAGE` series of :data:`STAGE_SECONDS_METRIC`
   (and :data:`JOBS_METRIC`, which ``reportfarm status --watch`` reads).
@@ -18,6 +20,7 @@ Both sides import this module; neither spells these names itself.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator, Mapping
 
 from reportfarm import logs
@@ -32,6 +35,14 @@ POOL_PATH = "/pool"
 WAKE_PATH = "/wake"
 """``POST``: a job may be waiting on the queue: an idle renderer ends its idle pause and
 receives now (a hint: the queue stays the truth; see ``reportfarm_gateway.hinting``)."""
+HANDOFF_PATH = "/handoff"
+"""``POST`` :func:`handoff_body`, signed (``carrying.sign_handoff``, the signature in
+``carrying.HANDOFF_SIGNATURE_HEADER``): a job handed to this renderer, its message sent
+invisible, with the pop receipt the put answered. A renderer with room for a job runs it as if
+it had received it and answers 200; else 409, and the sender makes the message visible at once
+(see ``reportfarm_gateway.hinting``)."""
+MAX_HANDOFF_BYTES = 128 * 1024
+"""A hand-off's body at most: a queue message is at most 64 KiB."""
 MAX_POOL_SIZE = 64
 """The largest size ``PUT /pool`` accepts."""
 SIGNING_DIR = "/var/run/secrets/reportfarm/signing"
@@ -162,6 +173,42 @@ class RendererEnvironment:
         """The variables as a running renderer sees them (plain strings), typed and checked;
         SettingsError names the variable that cannot be used."""
         return common.from_env(cls, env)
+
+
+@dataclasses.dataclass(frozen=True)
+class Handoff:
+    """A message handed to a renderer: its lane's queue, id, pop receipt and text, how long it
+    stays invisible from when it was sent, and when it was sent (ISO 8601, UTC)."""
+
+    queue: str
+    message_id: str
+    pop_receipt: str
+    content: str
+    held_s: int
+    inserted_on: str
+
+
+def handoff_body(handoff: Handoff) -> bytes:
+    return json.dumps(dataclasses.asdict(handoff), separators=(",", ":")).encode("utf-8")
+
+
+def parse_handoff(body: bytes) -> Handoff | None:
+    """The hand-off in ``body``, or None when it is not one."""
+    if len(body) > MAX_HANDOFF_BYTES:
+        return None
+    try:
+        fields = json.loads(body)
+        handoff = Handoff(**fields)
+    except (ValueError, TypeError):
+        return None
+    texts = (handoff.queue, handoff.message_id, handoff.pop_receipt, handoff.content)
+    if not all(isinstance(text, str) and text for text in texts):
+        return None
+    if not isinstance(handoff.inserted_on, str):
+        return None
+    if type(handoff.held_s) is not int or handoff.held_s < 1:
+        return None
+    return handoff
 
 
 def pool_body(size: int) -> dict[str, int]:

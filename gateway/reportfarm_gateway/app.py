@@ -74,12 +74,14 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
-    app[hinting.WAITERS] = hinting.Waiters(  # SettingsError: why
-        address=settings.notify_address,
-        key=carrying.key_for(settings.storage.connection_string),
-    )
+    key = carrying.key_for(settings.storage.connection_string)
+    app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address, key=key)  # or why not
     app[hinting.WAKER] = hinting.Waker(
-        targets=settings.wake, fanout=settings.wake_fanout, counter=app[METRICS].hints
+        targets=settings.wake,
+        fanout=settings.wake_fanout,
+        counter=app[METRICS].hints,
+        key=key,
+        handoff_s=settings.handoff_s,
     )
     app.cleanup_ctx.append(_storage)
     app.cleanup_ctx.append(_offloader)

@@ -11,9 +11,20 @@
   (:mod:`reportfarm.carrying`): the waiting request answers with them and reads nothing. The
   body is read only for a job a request here waits for, up to ``carrying.MAX_PDF_BYTES``.
 
-Both are sent without waiting for them, with a short timeout. A lost, late or forged hint costs
-what it would have saved (the idle pause, the polling interval) or one more read: no job depends
-on one.
+- Hand-off (``REPORTFARM_GATEWAY_HANDOFF_S``, with wakes and a storage secret): the job's message
+  is sent invisible for that long, and the delivery the put answered (its pop receipt) is handed,
+  signed, to one renderer picked at random among those not busy a moment ago
+  (``renderer_api.HANDOFF_PATH``). A renderer with room runs it as if it had received it: the
+  receive, a storage round trip, is skipped. One without room answers 409 (and is not offered
+  another for :data:`BUSY_S`); then, or when the offer fails, the message is made visible at once
+  and renderers are woken as above. A renderer that took one and died leaves the message
+  invisible until its hold ends, as a lease would. The message's dequeue count stays 0 through a
+  hand-off: a job handed over and lost gets one attempt more before the poison queue.
+
+Wakes and done hints are sent without waiting for them, with a short timeout. A lost, late or
+forged hint costs what it would have saved (the idle pause, the polling interval) or one more
+read; a hand-off lost with its gateway (between the send and the offer) costs its hold. No job
+depends on one.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from prometheus_client import Counter
 
 from reportfarm import carrying, contract, renderer_api
 from reportfarm import settings as common
+from reportfarm.storage.queueing import Delivery, JobQueue
 from reportfarm_gateway.context import METRICS
 
 logger = logging.getLogger(__name__)
@@ -41,6 +53,10 @@ HINT_TIMEOUT_S = 1.0
 """A wake that takes longer than this is dropped (the renderer's polling finds the job)."""
 RESOLVE_EVERY_S = 5.0
 """How long resolved renderer addresses are reused (renderers come and go with scaling)."""
+BUSY_S = 1.0
+"""A renderer that had no room for a hand-off is not offered another for this long (its jobs go
+on the lane visible, with a wake): a busy farm pays a refused offer and a reveal at most once a
+second a renderer."""
 
 
 class Hint(asyncio.Event):
@@ -118,14 +134,30 @@ class Waker:
     """Pokes renderers when a job they could take is on the lane."""
 
     def __init__(
-        self, *, targets: tuple[str, ...], fanout: int, counter: Counter | None = None
+        self,
+        *,
+        targets: tuple[str, ...],
+        fanout: int,
+        counter: Counter | None = None,
+        key: bytes | None = None,
+        handoff_s: int = 0,
     ) -> None:
         self.targets = [_host_port(target) for target in targets]
         self.fanout = fanout
         self.counter = counter
         """``reportfarm_gateway_hints``, labelled kind and outcome."""
+        self.key = key
+        """Signs hand-offs (``carrying.sign_handoff``); None: no hand-offs."""
+        self.handoff_s = int(handoff_s)
+        """How long a handed-over message stays invisible (0: no hand-offs)."""
         self.sent = 0
         self.failed = 0
+        self.handed = 0
+        """Hand-offs a renderer took."""
+        self.revealed = 0
+        """Hand-offs no renderer took: their messages made visible at once."""
+        self._busy_until: dict[tuple[str, int], float] = {}
+        """Renderers that had no room for a hand-off, until when they are not offered one."""
         self._session: aiohttp.ClientSession | None = None
         self._addresses: list[tuple[str, int]] = []
         self._resolved_at = -RESOLVE_EVERY_S
@@ -138,6 +170,84 @@ class Waker:
         task = asyncio.create_task(self._wake(), name="wake-renderers")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def may_hand_off(self) -> bool:
+        """Whether a job is to be sent invisible and handed over: hand-offs are on and a
+        renderer may have room (not every address known said it had none a moment ago)."""
+        if not (self.targets and self.key is not None and self.handoff_s > 0):
+            return False
+        now = time.monotonic()
+        if not self._addresses or now - self._resolved_at >= RESOLVE_EVERY_S:
+            return True  # resolved on the way
+        return any(self._busy_until.get(address, 0.0) <= now for address in self._addresses)
+
+    def hand_off(self, queue: JobQueue, delivery: Delivery) -> None:
+        """Hand a message sent invisible to one renderer, without waiting; if it is not taken,
+        make the message visible at once and wake renderers as :meth:`wake` does."""
+        task = asyncio.create_task(self._hand_off(queue, delivery), name="hand-off")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _hand_off(self, queue: JobQueue, delivery: Delivery) -> None:
+        addresses = await self._resolve()
+        now = time.monotonic()
+        free = [address for address in addresses if self._busy_until.get(address, 0.0) <= now]
+        if free:
+            address = random.choice(free)
+            if await self._offer(address, queue.name, delivery):
+                self.handed += 1
+                self._count("handoff", "taken")
+                return
+            self._busy_until[address] = time.monotonic() + BUSY_S
+        try:
+            await queue.release(delivery, delay_s=0)
+        except Exception as error:  # it becomes visible when its hold ends
+            logger.warning(
+                "could not reveal message %s after a hand-off nobody took (visible in %d s): %s",
+                delivery.message_id,
+                self.handoff_s,
+                error,
+            )
+        self.revealed += 1
+        self._count("handoff", "revealed")
+        await self._wake()
+
+    async def _offer(self, address: tuple[str, int], queue: str, delivery: Delivery) -> bool:
+        """Whether the renderer at ``address`` took the message (200)."""
+        assert self.key is not None
+        body = renderer_api.handoff_body(
+            renderer_api.Handoff(
+                queue=queue,
+                message_id=delivery.message_id,
+                pop_receipt=delivery.pop_receipt,
+                content=delivery.content,
+                held_s=self.handoff_s,
+                inserted_on=delivery.inserted_on.isoformat() if delivery.inserted_on else "",
+            )
+        )
+        headers = {
+            carrying.HANDOFF_SIGNATURE_HEADER: carrying.sign_handoff(self.key, body),
+            "Content-Type": "application/json",
+        }
+        host, port = address
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{port}{renderer_api.HANDOFF_PATH}"
+        try:
+            async with self._http().post(url, data=body, headers=headers) as response:
+                return response.status == 200
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            logger.debug("hand-off to renderer %s:%d failed: %s", host, port, error)
+            return False
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout = aiohttp.ClientTimeout(total=HINT_TIMEOUT_S)
+            self._session = aiohttp.ClientSession(timeout=timeout)
+        return self._session
+
+    def _count(self, kind: str, outcome: str) -> None:
+        if self.counter is not None:
+            self.counter.labels(kind=kind, outcome=outcome).inc()
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -152,20 +262,16 @@ class Waker:
         await asyncio.gather(*(self._post(host, port) for host, port in chosen))
 
     async def _post(self, host: str, port: int) -> None:
-        if self._session is None:
-            timeout = aiohttp.ClientTimeout(total=HINT_TIMEOUT_S)
-            self._session = aiohttp.ClientSession(timeout=timeout)
         shown = f"[{host}]" if ":" in host else host
         try:
-            async with self._session.post(f"http://{shown}:{port}{renderer_api.WAKE_PATH}"):
+            async with self._http().post(f"http://{shown}:{port}{renderer_api.WAKE_PATH}"):
                 self.sent += 1
                 outcome = "sent"
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             self.failed += 1
             outcome = "failed"
             logger.debug("wake of renderer %s:%d failed: %s", host, port, error)
-        if self.counter is not None:
-            self.counter.labels(kind="wake", outcome=outcome).inc()
+        self._count("wake", outcome)
 
     async def _resolve(self) -> list[tuple[str, int]]:
         now = time.monotonic()

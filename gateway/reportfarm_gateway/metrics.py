@@ -46,7 +46,8 @@ class GatewayMetrics:
         )
         self.hints = Counter(
             "reportfarm_gateway_hints",
-            "Hints of the synchronous path: wake (sent to a renderer, or failed) and done (heard "
+            "Hints of the synchronous path: wake (sent to a renderer, or failed), handoff (a job "
+            "handed to a renderer: taken, or not and revealed on its lane) and done (heard "
             "from a renderer: woke a waiting request, carried its answer to one, refused a "
             "carried answer that did not check out, or nobody waited here).",
             ["kind", "outcome"],

@@ -203,8 +203,15 @@ async def _note(client: ReportFarmClient, job_id: str, note: bytes) -> None:
 
 
 async def _send_and_wake(request: web.Request, job: EncodedJob) -> None:
+    """Send the job and wake a renderer; with hand-offs on and a renderer that may have room,
+    send it invisible and hand it over instead (``hinting.Waker.hand_off``)."""
+    waker = request.app[hinting.WAKER]
+    if waker.may_hand_off():
+        queue, delivery = await request.app[CLIENT].send_held(job, held_s=waker.handoff_s)
+        waker.hand_off(queue, delivery)
+        return
     await request.app[CLIENT].send_encoded(job)
-    request.app[hinting.WAKER].wake()
+    waker.wake()
 
 
 async def _noted_digest(client: ReportFarmClient, job_id: str) -> str | None:

@@ -56,6 +56,12 @@ class GatewaySettings(common.FromEnv):
     wake_fanout: int = common.setting("REPORTFARM_GATEWAY_WAKE_FANOUT", 2, minimum=1)
     """REPORTFARM_GATEWAY_WAKE_FANOUT: renderers woken per synchronous report (picked at random;
     each wake costs an idle renderer one receive)."""
+    handoff_s: int = common.setting("REPORTFARM_GATEWAY_HANDOFF_S", 10, minimum=0)
+    """REPORTFARM_GATEWAY_HANDOFF_S: with wake hints on and a storage secret to sign with, a
+    synchronous report's message is sent invisible for this long and handed, with its pop
+    receipt, to one renderer, which runs it without a receive; one that has no room says so and
+    the message is made visible at once. A renderer that took one and died leaves it invisible
+    this long at most. 0: no hand-offs (wakes only)."""
     notify_address: str | None = common.setting("REPORTFARM_GATEWAY_NOTIFY_ADDRESS", None)
     """REPORTFARM_GATEWAY_NOTIFY_ADDRESS: ``ip:port`` where renderers reach this replica (the
     chart: the pod's IP and the gateway's port), put in each synchronous job so its renderer

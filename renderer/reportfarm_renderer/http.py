@@ -13,18 +13,26 @@ Its port, paths and ``/pool`` body are the renderer's contract, ``reportfarm.ren
 - ``POST /wake``: a job may be waiting on the queue (the gateway's hint, see
   ``reportfarm_gateway.hinting``): an idle worker ends its idle pause and receives now. 204; no
   effect on a busy or draining worker.
+- ``POST /handoff``: a job handed over by the gateway (``renderer_api.HANDOFF_PATH``): its message,
+  sent invisible, and the pop receipt the put answered, signed with the key the gateway and the
+  renderers derive from the storage account's secret (``reportfarm.carrying``). 200 when the
+  worker runs it now (as if received: ``QueueWorker.take``); 409 when it does not (no room,
+  draining, no key, a signature or body that does not check out): the gateway then makes the
+  message visible at once, and a receive finds it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hmac
 import json
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reportfarm import renderer_api
+from reportfarm import carrying, renderer_api
+from reportfarm.storage.queueing import Delivery
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.worker import QueueWorker
@@ -39,6 +47,8 @@ class Parts:
     pool: pooling.BrowserPool | None = None
     worker: QueueWorker | None = None
     draining: bool = False
+    handoff_key: bytes | None = None
+    """Checks hand-offs (``reportfarm.carrying.key_for``); None: every one is refused."""
 
 
 PARTS = web.AppKey("parts", Parts)
@@ -53,7 +63,41 @@ def create_app(parts: Parts) -> web.Application:
     app.router.add_get(renderer_api.POOL_PATH, get_pool)
     app.router.add_put(renderer_api.POOL_PATH, put_pool)
     app.router.add_post(renderer_api.WAKE_PATH, wake)
+    app.router.add_post(renderer_api.HANDOFF_PATH, handoff)
     return app
+
+
+async def handoff(request: web.Request) -> web.Response:
+    parts = request.app[PARTS]
+    outcome = _take(parts, await request.content.read(renderer_api.MAX_HANDOFF_BYTES + 1), request)
+    parts.metrics.hints.labels(kind="handoff", outcome=outcome).inc()
+    return web.Response(status=200 if outcome == "taken" else 409)
+
+
+def _take(parts: Parts, body: bytes, request: web.Request) -> str:
+    signature = request.headers.get(carrying.HANDOFF_SIGNATURE_HEADER)
+    if parts.handoff_key is None or signature is None:
+        return "refused"
+    if not carrying.verify_handoff(parts.handoff_key, body, signature):
+        return "refused"
+    handed = renderer_api.parse_handoff(body)
+    if handed is None:
+        return "refused"
+    if parts.worker is None or parts.draining:
+        return "busy"
+    try:
+        inserted_on: datetime.datetime | None = datetime.datetime.fromisoformat(handed.inserted_on)
+    except ValueError:
+        inserted_on = None
+    delivery = Delivery(
+        message_id=handed.message_id,
+        pop_receipt=handed.pop_receipt,
+        dequeue_count=1,
+        content=handed.content,
+        inserted_on=inserted_on,
+    )
+    taken = parts.worker.take(handed.queue, delivery, held_s=handed.held_s)
+    return "taken" if taken else "busy"
 
 
 async def wake(request: web.Request) -> web.Response:

@@ -64,7 +64,8 @@ async def running(
     catalog = templates.TemplateCatalog.load(settings.templates)
     logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
     metrics = RendererMetrics()
-    parts = http.Parts(metrics=metrics, admin_token=settings.admin_token)
+    key = carrying.key_for(settings.storage.connection_string)
+    parts = http.Parts(metrics=metrics, admin_token=settings.admin_token, handoff_key=key)
     async with contextlib.AsyncExitStack() as stack:
         launcher = browser.ChromiumLauncher(
             executable_path=settings.chromium_path,
@@ -133,9 +134,7 @@ async def running(
             metrics=metrics,
             events=events,
             signer=signer,
-            hints=DoneHints(
-                counter=metrics.hints, key=carrying.key_for(settings.storage.connection_string)
-            ),
+            hints=DoneHints(counter=metrics.hints, key=key),
             finishers=finishers,
         )
         stack.push_async_callback(runner.hints.close)

@@ -11,6 +11,9 @@
 - ``wake()`` (``POST /wake``, the gateway's hint that a job a client waits for is on the lane)
   ends an idle pause at once, at most once per :data:`WAKE_GAP_S`; it never ends a failure's
   backoff, and a lost one costs the idle pause it would have cut.
+- ``take()`` (``POST /handoff``, a job the gateway handed over: its message sent invisible, with
+  the pop receipt the put answered): run it now as if received, if there is room for it and the
+  worker is not draining; a receive skipped (a storage round trip of the job's wait).
 - ``drain()``: stop receiving, let running jobs finish within the grace period, then make what is
   left visible again at once (visibility 0) so another pod takes it. Jobs a receive still in
   flight brings back are run too, within the same grace period: handing them back made each a
@@ -27,7 +30,7 @@ from collections.abc import Iterator
 
 from reportfarm import backoff
 from reportfarm.storage import errors as storage_errors
-from reportfarm.storage.queueing import MAX_BATCH, JobQueue
+from reportfarm.storage.queueing import MAX_BATCH, Delivery, JobQueue
 from reportfarm_renderer import lanes as lanes_module
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer import starting
@@ -83,6 +86,8 @@ class QueueWorker:
         self._woken = asyncio.Event()
         self._received_at = 0.0
         self.wakes = 0
+        self.handoffs = 0
+        """Jobs handed over (``take``) and run without a receive."""
         """Wakes that ended an idle pause (a receive began sooner than its pacing said)."""
         self.metrics.oldest_job.set_function(self.oldest_job_s)
         self.timeline = timeline or starting.Timeline.from_now()
@@ -240,6 +245,26 @@ class QueueWorker:
         the worker was idle (pausing between empty receives) when the wake came."""
         self._woken.set()
         return self._pacing.idle_s > 0 and not self._stopping.is_set()
+
+    def take(self, queue_name: str, delivery: Delivery, *, held_s: int) -> bool:
+        """Run a handed-over message's job now, as if received, when the pool has room for one
+        and the worker is not draining; whether it was taken. ``held_s``: how long the message
+        stays invisible from now at most: its lease is first extended within a third of it."""
+        queue = next((lane for lane in self.lanes if lane.name == queue_name), None)
+        if queue is None or self._stopping.is_set() or self.capacity() == 0:
+            return False
+        lease = Lease(delivery, queue)
+        every = max(1.0, self.visibility_timeout / 3)
+        lease.extended_at -= max(0.0, every - held_s / 3)
+        if len(self.lanes) > 1:
+            if queue is self.lanes[0]:
+                self.share.interactive_started(1)
+            else:
+                self.share.bulk_started(1)
+        self.handoffs += 1
+        self.timeline.mark("first_receive")
+        self._start(lease)
+        return True
 
     async def _sleep(self, seconds: float) -> None:
         waits = [asyncio.ensure_future(self._stopping.wait())]

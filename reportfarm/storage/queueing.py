@@ -59,6 +59,21 @@ class JobQueue:
         message = await self._queue.send_message(content, visibility_timeout=delay_s or None)
         return str(message.id)
 
+    async def send_held(self, content: str, *, held_s: int) -> Delivery:
+        """Send a message that stays invisible for ``held_s`` seconds, and its delivery: Azure
+        answers a put with the message's pop receipt, so whoever is handed this delivery owns
+        the message as if it had received it (extend, delete, poison), with no receive. Not
+        handed to anyone, :meth:`release` makes it visible at once. Its dequeue count is 0
+        until a receive takes it; the delivery counts this as the first attempt."""
+        message = await self._queue.send_message(content, visibility_timeout=max(1, held_s))
+        return Delivery(
+            message_id=str(message.id),
+            pop_receipt=message.pop_receipt or "",
+            dequeue_count=1,
+            content=content,
+            inserted_on=message.inserted_on,
+        )
+
     async def receive(self, *, max_messages: int, visibility_timeout: int) -> list[Delivery]:
         count = max(1, min(MAX_BATCH, max_messages))
         pages = self._queue.receive_messages(

@@ -489,6 +489,9 @@ def test_gateway_hints_reach_the_pools_renderers_and_this_replica(helm: Path) ->
     service = specs.Names("invoices").service
     assert env["REPORTFARM_GATEWAY_WAKE"]["value"] == f"{service}.farm.svc:{renderer_api.PORT}"
     assert env["REPORTFARM_GATEWAY_WAKE_FANOUT"]["value"] == "2"
+    assert env["REPORTFARM_GATEWAY_HANDOFF_S"]["value"] == "10"
+    wakes_only = gateway_env("gateway.hints.pool=invoices", "gateway.hints.handoffSeconds=0")
+    assert wakes_only["REPORTFARM_GATEWAY_HANDOFF_S"]["value"] == "0"
     assert env["REPORTFARM_POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["REPORTFARM_GATEWAY_NOTIFY_ADDRESS"]["value"] == "$(REPORTFARM_POD_IP):8000"
     off = gateway_env("gateway.hints.notify=false")

@@ -75,6 +75,7 @@ async def test_hints_bring_the_pdf_back_long_before_polling_would(
             hinted_poll_s=SLOW_POLL_S,
             wake=(f"localhost:{renderer.port}",),
             notify_address=f"127.0.0.1:{port}",
+            handoff_s=0,  # wakes only (the hand-off: test_handoff.py)
         ) as gateway:
             client = gateway.app[context.CLIENT]
             reads: list[str] = []
@@ -138,6 +139,7 @@ async def test_lost_hints_cost_only_the_polling_they_would_have_saved(
             waker = gateway.app[hinting.WAKER]
             await _until(lambda: waker.failed >= 1, timeout=10)
             assert waker.sent == 0
+            assert (waker.handed, waker.revealed) == (0, 1)  # the offer was lost: on the lane
         await _until(lambda: renderer.worker.runner.hints.failed >= 1, timeout=10)
 
 

@@ -1,0 +1,263 @@
+"""The hand-off: the gateway sends a synchronous report's message invisible and hands it, with its
+pop receipt, to a renderer that runs it without a receive. Real Chromium, Azurite, renderer and
+gateway on loopback; a stand-in renderer (a small aiohttp app) where a test needs one that says
+"no room" or takes a job and dies.
+
+What may not happen: a job lost or held past its hold, a forged hand-off run."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from reportfarm_gateway import app as gateway_app
+from reportfarm_gateway import context, hinting, protocol
+from reportfarm_renderer import service
+
+from reportfarm import carrying, contract, renderer_api
+from reportfarm.settings import StorageSettings
+
+from ..renderer.conftest import pdf_text, renderer_settings, wait_for
+from .conftest import Gateway, auth, gateway_settings
+
+pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
+
+SLOW_POLL_S = 60.0
+"""The renderer's longest idle pause and the gateway's polling: a report back well before this
+came by a hint or a hand-off, not by polling."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def _gateway(
+    store: StorageSettings, *, port: int, **overrides: object
+) -> AsyncIterator[Gateway]:
+    application = gateway_app.create_app(gateway_settings(store, port=port, **overrides))
+    runner = protocol.AppRunner(application, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host="127.0.0.1", port=port).start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            yield Gateway(f"http://127.0.0.1:{port}", application, http)
+    finally:
+        await runner.cleanup()
+
+
+class StandIn:
+    """A renderer's hand-off and wake paths only: answers every offer with ``status`` and runs
+    nothing (409: a renderer without room; 200: one that took the job and died)."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.offers: list[renderer_api.Handoff | None] = []
+        self.wakes = 0
+        self.port = _free_port()
+
+    async def _handoff(self, request: web.Request) -> web.Response:
+        self.offers.append(renderer_api.parse_handoff(await request.read()))
+        return web.Response(status=self.status)
+
+    async def _wake(self, request: web.Request) -> web.Response:
+        self.wakes += 1
+        return web.Response(status=204)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[StandIn]:
+        app = web.Application()
+        app.router.add_post(renderer_api.HANDOFF_PATH, self._handoff)
+        app.router.add_post(renderer_api.WAKE_PATH, self._wake)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host="127.0.0.1", port=self.port).start()
+        try:
+            yield self
+        finally:
+            await runner.cleanup()
+
+
+async def _report(gateway: Gateway, name: str) -> tuple[bytes, float]:
+    body = {"template": "plain", "data": {"name": name}, "wait_s": 2 * SLOW_POLL_S}
+    started = time.monotonic()
+    async with gateway.http.post(gateway.at("/v1/reports"), json=body, headers=auth()) as response:
+        assert response.status == 200, await response.text()
+        return await response.read(), time.monotonic() - started
+
+
+async def test_a_handed_off_report_runs_at_once_without_a_receive_or_a_wake(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    settings = renderer_settings(storage, template_dir, poll_max_s=SLOW_POLL_S)
+    async with service.running(settings) as renderer:
+        worker = renderer.worker
+
+        async def idle() -> bool:
+            return worker._pacing.idle_s >= 0.4
+
+        await wait_for(idle, timeout=30, every=0.05)
+        receives = 0
+        for lane in worker.lanes:  # count the receives from now on
+            receive = lane.receive
+
+            async def counted(*, _receive=receive, **kwargs: int):  # type: ignore[no-untyped-def]
+                nonlocal receives
+                receives += 1
+                return await _receive(**kwargs)
+
+            lane.receive = counted  # type: ignore[method-assign]
+        port = _free_port()
+        async with _gateway(
+            storage,
+            port=port,
+            poll_s=SLOW_POLL_S,
+            hinted_poll_s=SLOW_POLL_S,
+            wake=(f"localhost:{renderer.port}",),
+            notify_address=f"127.0.0.1:{port}",
+            handoff_s=int(SLOW_POLL_S),
+        ) as gateway:
+            pdf, took = await _report(gateway, "王小明")
+            second, _ = await _report(gateway, "李四")
+            waker = gateway.app[hinting.WAKER]
+            assert (waker.handed, waker.revealed, waker.sent) == (2, 0, 0)
+            depth = await gateway.app[context.CLIENT].queues["interactive"].depth()
+            assert depth == 0  # both messages deleted, with the pop receipts the puts answered
+    assert "王小明" in pdf_text(pdf) and "李四" in pdf_text(second)
+    assert worker.handoffs == 2 and worker.wakes == 0
+    assert receives == 0  # neither job was received: both were handed over
+    taken = renderer.parts.metrics.registry.get_sample_value(
+        "reportfarm_hints_total", {"kind": "handoff", "outcome": "taken"}
+    )
+    assert taken == 2
+    # Generous: a report takes well under a second here; the renderer's next receive was a
+    # minute away.
+    assert took < SLOW_POLL_S / 2, took
+
+
+async def test_a_renderer_without_room_says_so_and_the_job_is_on_the_lane_at_once(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    """The stand-in answers 409: the message is made visible at once (not after its hold) and
+    a receive of the real renderer, which no hint reaches, finds it; the stand-in is offered
+    nothing more for a while, the next job goes on the lane visible, with a wake."""
+    async with StandIn(409).running() as busy:
+        async with service.running(renderer_settings(storage, template_dir)) as renderer:
+            async with _gateway(
+                storage,
+                port=_free_port(),
+                wake=(f"127.0.0.1:{busy.port}",),
+                handoff_s=int(SLOW_POLL_S),
+            ) as gateway:
+                pdf, took = await _report(gateway, "first")
+                waker = gateway.app[hinting.WAKER]
+                assert (waker.handed, waker.revealed) == (0, 1)
+                assert not waker.may_hand_off()  # its only renderer just said it has no room
+                await _report(gateway, "second")
+                assert len(busy.offers) == 1 and busy.wakes >= 1
+                offer = busy.offers[0]
+                assert offer is not None and offer.held_s == int(SLOW_POLL_S)
+                assert offer.queue == contract.lane_queue_name(storage.queue, "interactive")
+    assert "first" in pdf_text(pdf)
+    assert renderer.worker.handoffs == 0
+    assert took < SLOW_POLL_S / 2, took  # not held for its minute
+
+
+async def test_a_renderer_that_took_a_job_and_died_leaves_it_held_only_until_its_hold_ends(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    """The stand-in answers 200 and runs nothing (a renderer gone right after taking a job): the
+    message stays invisible for its hold (2 s), then a receive of the real renderer takes it."""
+    async with StandIn(200).running() as dies:
+        async with service.running(renderer_settings(storage, template_dir)) as renderer:
+            async with _gateway(
+                storage, port=_free_port(), wake=(f"127.0.0.1:{dies.port}",), handoff_s=2
+            ) as gateway:
+                pdf, took = await _report(gateway, "survivor")
+                assert gateway.app[hinting.WAKER].handed == 1
+    assert len(dies.offers) == 1
+    assert "survivor" in pdf_text(pdf)
+    assert renderer.worker.handoffs == 0
+    assert took >= 2.0  # it was held as long as it said, and not lost after
+
+
+async def test_a_forged_or_malformed_handoff_is_refused_and_runs_nothing(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    key = carrying.key_for(storage.connection_string)
+    assert key is not None
+    queue = contract.lane_queue_name(storage.queue, "interactive")
+    offer = renderer_api.Handoff(
+        queue=queue,
+        message_id="m1",
+        pop_receipt="r1",
+        content="{}",
+        held_s=30,
+        inserted_on="",
+    )
+    body = renderer_api.handoff_body(offer)
+    other = renderer_api.handoff_body(
+        renderer_api.Handoff(**{**offer.__dict__, "queue": "someone-elses-queue"})
+    )
+    header = carrying.HANDOFF_SIGNATURE_HEADER
+    cases = [
+        (body, {}),  # unsigned
+        (body, {header: "0" * 64}),  # a signature that is not the key's
+        (body, {header: carrying.sign_handoff(b"another key", body)}),
+        (body, {header: carrying.sign(key, "m1", body, b"")}),  # the done hint's, not this
+        (b"not json", {header: carrying.sign_handoff(key, b"not json")}),
+        (b"[]", {header: carrying.sign_handoff(key, b"[]")}),
+        (other, {header: carrying.sign_handoff(key, other)}),  # a queue it does not serve
+    ]
+    async with service.running(renderer_settings(storage, template_dir)) as renderer:
+        url = f"http://127.0.0.1:{renderer.port}{renderer_api.HANDOFF_PATH}"
+        async with aiohttp.ClientSession() as http:
+            for data, headers in cases:
+                async with http.post(url, data=data, headers=headers) as response:
+                    assert response.status == 409
+                    assert await response.read() == b""
+        assert renderer.worker.handoffs == 0 and renderer.worker.running == 0
+        refused = renderer.parts.metrics.registry.get_sample_value(
+            "reportfarm_hints_total", {"kind": "handoff", "outcome": "refused"}
+        )
+        assert refused == len(cases) - 1  # the last checked out, and no lane of its was named
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"{}",
+        b'{"queue": "q", "message_id": "m", "pop_receipt": "r", "content": "c", "held_s": 0,'
+        b' "inserted_on": ""}',
+        b'{"queue": "q", "message_id": "m", "pop_receipt": "r", "content": "c", "held_s": true,'
+        b' "inserted_on": ""}',
+        b'{"queue": "", "message_id": "m", "pop_receipt": "r", "content": "c", "held_s": 5,'
+        b' "inserted_on": ""}',
+        b'{"queue": "q", "message_id": "m", "pop_receipt": "r", "content": "c", "held_s": 5,'
+        b' "inserted_on": "", "extra": 1}',
+        b"x" * (renderer_api.MAX_HANDOFF_BYTES + 1),
+    ],
+)
+def test_a_handoff_body_that_is_not_one_reads_as_none(body: bytes) -> None:
+    assert renderer_api.parse_handoff(body) is None
+
+
+def test_a_handoff_body_reads_back_as_written() -> None:
+    offer = renderer_api.Handoff(
+        queue="q-interactive",
+        message_id="m",
+        pop_receipt="AgAAAAMAAAAAAAAA",
+        content='{"v": 1, "名": "x"}',
+        held_s=10,
+        inserted_on="2026-12-06T02:00:00+00:00",
+    )
+    assert renderer_api.parse_handoff(renderer_api.handoff_body(offer)) == offer
