@@ -99,6 +99,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
 
 
 async def _waker(app: web.Application) -> AsyncIterator[None]:
+    await app[hinting.WAKER].start()
     yield
     await app[hinting.WAKER].close()
 

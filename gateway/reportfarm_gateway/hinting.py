@@ -13,8 +13,9 @@
 
 - Hand-off (``REPORTFARM_GATEWAY_HANDOFF_S``, with wakes and a storage secret): the job's message
   is sent invisible for that long, and the delivery the put answered (its pop receipt) is handed,
-  signed, to one renderer picked at random among those not busy a moment ago
-  (``renderer_api.HANDOFF_PATH``). A renderer with room runs it as if it had received it: the
+  signed, to one renderer picked at random among those not busy a moment ago and with no offer
+  in flight (``renderer_api.HANDOFF_PATH``); with none such, the job goes on the lane visible,
+  with a wake. A renderer with room runs it as if it had received it: the
   receive, a storage round trip, is skipped. One without room answers 409 (and is not offered
   another for :data:`BUSY_S`); then, or when the offer fails, the message is made visible at once
   and renderers are woken as above. A renderer that took one and died leaves the message
@@ -37,6 +38,7 @@ import random
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -53,6 +55,8 @@ HINT_TIMEOUT_S = 1.0
 """A wake that takes longer than this is dropped (the renderer's polling finds the job)."""
 RESOLVE_EVERY_S = 5.0
 """How long resolved renderer addresses are reused (renderers come and go with scaling)."""
+Address = tuple[str, int]
+"""A renderer's (host, port)."""
 BUSY_S = 1.0
 """A renderer that had no room for a hand-off is not offered another for this long (its jobs go
 on the lane visible, with a wake): a busy farm pays a refused offer and a reveal at most once a
@@ -156,49 +160,67 @@ class Waker:
         """Hand-offs a renderer took."""
         self.revealed = 0
         """Hand-offs no renderer took: their messages made visible at once."""
-        self._busy_until: dict[tuple[str, int], float] = {}
+        self._busy_until: dict[Address, float] = {}
         """Renderers that had no room for a hand-off, until when they are not offered one."""
+        self._offering: set[Address] = set()
+        """Renderers with an offer in flight (reserved)."""
         self._session: aiohttp.ClientSession | None = None
         self._addresses: list[tuple[str, int]] = []
         self._resolved_at = -RESOLVE_EVERY_S
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def wake(self) -> None:
         """Send the wake without waiting for it."""
         if not self.targets:
             return
-        task = asyncio.create_task(self._wake(), name="wake-renderers")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._track(asyncio.create_task(self._wake(), name="wake-renderers"))
 
-    def may_hand_off(self) -> bool:
-        """Whether a job is to be sent invisible and handed over: hand-offs are on and a
-        renderer may have room (not every address known said it had none a moment ago)."""
+    async def start(self) -> None:
+        """Resolve the renderers' addresses now (a hand-off needs them known)."""
+        if self.targets:
+            await self._resolve()
+
+    def reserve(self) -> Address | None:
+        """The renderer to hand the next job to, or None (send it visible and wake): hand-offs
+        are on and a renderer is known that did not say it had no room a moment ago and has no
+        offer in flight (one at a time each: a burst of jobs is not all offered to a renderer
+        that has room for one). Reserved until its offer is answered (:meth:`hand_off`)."""
         if not (self.targets and self.key is not None and self.handoff_s > 0):
-            return False
+            return None
         now = time.monotonic()
-        if not self._addresses or now - self._resolved_at >= RESOLVE_EVERY_S:
-            return True  # resolved on the way
-        return any(self._busy_until.get(address, 0.0) <= now for address in self._addresses)
+        if now - self._resolved_at >= RESOLVE_EVERY_S:  # renderers come and go: look again
+            self._track(asyncio.create_task(self._resolve(), name="resolve-renderers"))
+        free = [
+            address
+            for address in self._addresses
+            if self._busy_until.get(address, 0.0) <= now and address not in self._offering
+        ]
+        if not free:
+            return None
+        address = random.choice(free)
+        self._offering.add(address)
+        return address
 
-    def hand_off(self, queue: JobQueue, delivery: Delivery) -> None:
-        """Hand a message sent invisible to one renderer, without waiting; if it is not taken,
-        make the message visible at once and wake renderers as :meth:`wake` does."""
-        task = asyncio.create_task(self._hand_off(queue, delivery), name="hand-off")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def hand_off(self, address: Address, queue: JobQueue, delivery: Delivery) -> None:
+        """Hand a message sent invisible to the renderer :meth:`reserve` chose, without waiting;
+        if it is not taken, make the message visible at once and wake renderers as :meth:`wake`
+        does."""
+        self._track(asyncio.create_task(self._hand_off(address, queue, delivery), name="hand-off"))
 
-    async def _hand_off(self, queue: JobQueue, delivery: Delivery) -> None:
-        addresses = await self._resolve()
-        now = time.monotonic()
-        free = [address for address in addresses if self._busy_until.get(address, 0.0) <= now]
-        if free:
-            address = random.choice(free)
-            if await self._offer(address, queue.name, delivery):
-                self.handed += 1
-                self._count("handoff", "taken")
-                return
-            self._busy_until[address] = time.monotonic() + BUSY_S
+    def release(self, address: Address) -> None:
+        """A reservation not used (the send failed)."""
+        self._offering.discard(address)
+
+    async def _hand_off(self, address: Address, queue: JobQueue, delivery: Delivery) -> None:
+        try:
+            taken = await self._offer(address, queue.name, delivery)
+        finally:
+            self._offering.discard(address)
+        if taken:
+            self.handed += 1
+            self._count("handoff", "taken")
+            return
+        self._busy_until[address] = time.monotonic() + BUSY_S
         try:
             await queue.release(delivery, delay_s=0)
         except Exception as error:  # it becomes visible when its hold ends
@@ -212,7 +234,11 @@ class Waker:
         self._count("handoff", "revealed")
         await self._wake()
 
-    async def _offer(self, address: tuple[str, int], queue: str, delivery: Delivery) -> bool:
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _offer(self, address: Address, queue: str, delivery: Delivery) -> bool:
         """Whether the renderer at ``address`` took the message (200)."""
         assert self.key is not None
         body = renderer_api.handoff_body(

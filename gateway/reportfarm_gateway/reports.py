@@ -203,12 +203,16 @@ async def _note(client: ReportFarmClient, job_id: str, note: bytes) -> None:
 
 
 async def _send_and_wake(request: web.Request, job: EncodedJob) -> None:
-    """Send the job and wake a renderer; with hand-offs on and a renderer that may have room,
-    send it invisible and hand it over instead (``hinting.Waker.hand_off``)."""
+    """Send the job and wake a renderer; with hand-offs on and a renderer that may have room
+    (``hinting.Waker.reserve``), send it invisible and hand it over instead."""
     waker = request.app[hinting.WAKER]
-    if waker.may_hand_off():
-        queue, delivery = await request.app[CLIENT].send_held(job, held_s=waker.handoff_s)
-        waker.hand_off(queue, delivery)
+    if (renderer := waker.reserve()) is not None:
+        try:
+            queue, delivery = await request.app[CLIENT].send_held(job, held_s=waker.handoff_s)
+        except BaseException:
+            waker.release(renderer)
+            raise
+        waker.hand_off(renderer, queue, delivery)
         return
     await request.app[CLIENT].send_encoded(job)
     waker.wake()

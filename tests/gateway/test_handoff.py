@@ -160,7 +160,7 @@ async def test_a_renderer_without_room_says_so_and_the_job_is_on_the_lane_at_onc
                 pdf, took = await _report(gateway, "first")
                 waker = gateway.app[hinting.WAKER]
                 assert (waker.handed, waker.revealed) == (0, 1)
-                assert not waker.may_hand_off()  # its only renderer just said it has no room
+                assert waker.reserve() is None  # its only renderer just said it has no room
                 await _report(gateway, "second")
                 assert len(busy.offers) == 1 and busy.wakes >= 1
                 offer = busy.offers[0]
@@ -261,3 +261,25 @@ def test_a_handoff_body_reads_back_as_written() -> None:
         inserted_on="2026-12-06T02:00:00+00:00",
     )
     assert renderer_api.parse_handoff(renderer_api.handoff_body(offer)) == offer
+
+
+async def test_a_renderer_is_offered_one_job_at_a_time_and_none_when_hand_offs_are_off() -> None:
+    """A burst of synchronous reports is not all sent invisible to one renderer that has room
+    for one: each renderer has at most one offer in flight, the others go on the lane."""
+    targets = ("127.0.0.1:1", "127.0.0.1:2")
+    waker = hinting.Waker(targets=targets, fanout=2, key=b"k", handoff_s=10)
+    waker._addresses = [("127.0.0.1", 1), ("127.0.0.1", 2)]
+    waker._resolved_at = time.monotonic()
+    first, second = waker.reserve(), waker.reserve()
+    assert first is not None and second is not None
+    assert {first, second} == set(waker._addresses)
+    assert waker.reserve() is None  # both have an offer in flight
+    waker.release(first)
+    assert waker.reserve() == first
+    for off in (
+        hinting.Waker(targets=targets, fanout=2, key=None, handoff_s=10),  # nothing to sign with
+        hinting.Waker(targets=targets, fanout=2, key=b"k", handoff_s=0),  # turned off
+        hinting.Waker(targets=(), fanout=2, key=b"k", handoff_s=10),  # no renderer to wake
+    ):
+        off._addresses, off._resolved_at = list(waker._addresses), time.monotonic()
+        assert off.reserve() is None
