@@ -193,7 +193,8 @@ class SyncClient:
 PRINT_AND_UPLOAD = ("pdf_generation", "storage_upload")
 PHASES = {
     "accept": "client sent -> the gateway stamped the job (body checked in a worker process)",
-    "queue": "stamped -> the renderer took it (note and message written, wake, receive)",
+    "queue": "stamped -> the renderer took it (message written and handed over, or woken and "
+    "received)",
     "work": "the renderer's stages (data, template, print, upload)",
     "answer": "uploaded -> the client has the PDF (record written, the done hint carrying it and "
     "the PDF, or the record read and the PDF downloaded)",
