@@ -145,6 +145,7 @@ class Waker:
         counter: Counter | None = None,
         key: bytes | None = None,
         handoff_s: int = 0,
+        busy_s: float = BUSY_S,
     ) -> None:
         self.targets = [_host_port(target) for target in targets]
         self.fanout = fanout
@@ -154,6 +155,8 @@ class Waker:
         """Signs hand-offs (``carrying.sign_handoff``); None: no hand-offs."""
         self.handoff_s = int(handoff_s)
         """How long a handed-over message stays invisible (0: no hand-offs)."""
+        self.busy_s = busy_s
+        """How long a renderer that had no room is offered nothing (:data:`BUSY_S`)."""
         self.sent = 0
         self.failed = 0
         self.handed = 0
@@ -220,7 +223,7 @@ class Waker:
             self.handed += 1
             self._count("handoff", "taken")
             return
-        self._busy_until[address] = time.monotonic() + BUSY_S
+        self._busy_until[address] = time.monotonic() + self.busy_s
         try:
             await queue.release(delivery, delay_s=0)
         except Exception as error:  # it becomes visible when its hold ends

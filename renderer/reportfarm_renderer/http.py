@@ -23,6 +23,7 @@ Its port, paths and ``/pool`` body are the renderer's contract, ``reportfarm.ren
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import hmac
@@ -69,7 +70,13 @@ def create_app(parts: Parts) -> web.Application:
 
 async def handoff(request: web.Request) -> web.Response:
     parts = request.app[PARTS]
-    outcome = _take(parts, await request.content.read(renderer_api.MAX_HANDOFF_BYTES + 1), request)
+    size = request.content_length
+    outcome = "refused"  # no length, too long, or cut short: not read, not taken
+    if size is not None and 0 < size <= renderer_api.MAX_HANDOFF_BYTES:
+        try:
+            outcome = _take(parts, await request.content.readexactly(size), request)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
     parts.metrics.hints.labels(kind="handoff", outcome=outcome).inc()
     return web.Response(status=200 if outcome == "taken" else 409)
 
