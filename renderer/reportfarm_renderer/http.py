@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import hmac
 import json
+import logging
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -37,6 +38,8 @@ from reportfarm.storage.queueing import Delivery
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.worker import QueueWorker
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -50,6 +53,7 @@ class Parts:
     draining: bool = False
     handoff_key: bytes | None = None
     """Checks hand-offs (``reportfarm.carrying.key_for``); None: every one is refused."""
+    handoffs_refused: int = 0
 
 
 PARTS = web.AppKey("parts", Parts)
@@ -78,6 +82,14 @@ async def handoff(request: web.Request) -> web.Response:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
     parts.metrics.hints.labels(kind="handoff", outcome=outcome).inc()
+    if outcome == "refused":
+        parts.handoffs_refused += 1
+        if parts.handoffs_refused in (1, 10) or parts.handoffs_refused % 1000 == 0:  # no flood
+            logger.warning(
+                "a hand-off did not check out (%d so far; its job goes on the lane and is "
+                "received): do the gateway and the renderers share one storage connection string?",
+                parts.handoffs_refused,
+            )
     return web.Response(status=200 if outcome == "taken" else 409)
 
 

@@ -237,6 +237,7 @@ async def test_a_forged_or_malformed_handoff_is_refused_and_runs_nothing(
             "reportfarm_hints_total", {"kind": "handoff", "outcome": "refused"}
         )
         assert refused == len(cases)  # all but one; that one checked out, naming no lane of its
+        assert renderer.parts.handoffs_refused == refused  # logged at the 1st and the 10th
 
 
 @pytest.mark.parametrize(
