@@ -120,8 +120,10 @@ async def _storage(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _offloader(app: web.Application) -> AsyncIterator[None]:
-    offloader = Offloader(workers=app[SETTINGS].check_workers)
-    await asyncio.to_thread(offloader.start)
+    settings = app[SETTINGS]
+    offloader = Offloader(workers=settings.check_workers, inline_bytes=settings.inline_check_bytes)
+    if not settings.inline_check_bytes:  # every body goes to a worker: start them now
+        await asyncio.to_thread(offloader.start)
     app[OFFLOADER] = offloader
     yield
     offloader.close()

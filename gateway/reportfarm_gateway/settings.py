@@ -98,6 +98,12 @@ class GatewaySettings(common.FromEnv):
     check_workers: int = common.setting("REPORTFARM_GATEWAY_CHECK_WORKERS", 2, minimum=1)
     """REPORTFARM_GATEWAY_CHECK_WORKERS: worker processes that parse and check request bodies
     (the event loop never does); one tenant may use all but one of them (gateway.offloading)."""
+    inline_check_bytes: int = common.setting(
+        "REPORTFARM_GATEWAY_INLINE_CHECK_KB", 16 * 1024, minimum=0, unit=1024
+    )
+    """REPORTFARM_GATEWAY_INLINE_CHECK_KB: bodies up to this size are checked on the event loop,
+    within each tenant's share of it (gateway.offloading), not in a worker; the workers start with
+    the first body that needs one. 0: every body in a worker, the workers started at once."""
     parse_cpu_s: float = common.setting("REPORTFARM_GATEWAY_PARSE_CPU_S", 5.0, minimum=0.01)
     """REPORTFARM_GATEWAY_PARSE_CPU_S: CPU seconds one body's parsing and checking may take, in a
     worker process (else 400)."""
