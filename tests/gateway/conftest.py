@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -57,6 +58,30 @@ class Gateway:
 
     def at(self, path: str) -> str:
         return f"{self.url}{path}"
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (a gateway that must know its own port before it
+    starts: the done hints name it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def gateway_on_port(
+    store: StorageSettings, *, port: int, **overrides: object
+) -> AsyncIterator[Gateway]:
+    """A gateway on ``port`` (:func:`gateway_settings` with ``overrides``)."""
+    application = gateway_app.create_app(gateway_settings(store, port=port, **overrides))
+    runner = protocol.AppRunner(application, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host="127.0.0.1", port=port).start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            yield Gateway(f"http://127.0.0.1:{port}", application, http)
+    finally:
+        await runner.cleanup()
 
 
 @contextlib.asynccontextmanager

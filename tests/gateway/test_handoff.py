@@ -8,7 +8,6 @@ What may not happen: a job lost or held past its hold, a forged hand-off run."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,42 +15,20 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from reportfarm_gateway import app as gateway_app
-from reportfarm_gateway import context, hinting, protocol
+from reportfarm_gateway import context, hinting
 from reportfarm_renderer import service
 
 from reportfarm import carrying, contract, renderer_api
 from reportfarm.settings import StorageSettings
 
 from ..renderer.conftest import pdf_text, renderer_settings, wait_for
-from .conftest import Gateway, auth, gateway_settings
+from .conftest import Gateway, auth, free_port, gateway_on_port
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
 
 SLOW_POLL_S = 60.0
 """The renderer's longest idle pause and the gateway's polling: a report back well before this
 came by a hint or a hand-off, not by polling."""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def _gateway(
-    store: StorageSettings, *, port: int, **overrides: object
-) -> AsyncIterator[Gateway]:
-    application = gateway_app.create_app(gateway_settings(store, port=port, **overrides))
-    runner = protocol.AppRunner(application, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host="127.0.0.1", port=port).start()
-    try:
-        async with aiohttp.ClientSession() as http:
-            yield Gateway(f"http://127.0.0.1:{port}", application, http)
-    finally:
-        await runner.cleanup()
 
 
 class StandIn:
@@ -62,7 +39,7 @@ class StandIn:
         self.status = status
         self.offers: list[renderer_api.Handoff | None] = []
         self.wakes = 0
-        self.port = _free_port()
+        self.port = free_port()
 
     async def _handoff(self, request: web.Request) -> web.Response:
         self.offers.append(renderer_api.parse_handoff(await request.read()))
@@ -116,8 +93,8 @@ async def test_a_handed_off_report_runs_at_once_without_a_receive_or_a_wake(
                 return deliveries
 
             lane.receive = counted  # type: ignore[method-assign]
-        port = _free_port()
-        async with _gateway(
+        port = free_port()
+        async with gateway_on_port(
             storage,
             port=port,
             poll_s=SLOW_POLL_S,
@@ -152,9 +129,9 @@ async def test_a_renderer_without_room_says_so_and_the_job_is_on_the_lane_at_onc
     nothing more for a while, the next job goes on the lane visible, with a wake."""
     async with StandIn(409).running() as busy:
         async with service.running(renderer_settings(storage, template_dir)) as renderer:
-            async with _gateway(
+            async with gateway_on_port(
                 storage,
-                port=_free_port(),
+                port=free_port(),
                 wake=(f"127.0.0.1:{busy.port}",),
                 handoff_s=int(SLOW_POLL_S),
             ) as gateway:
@@ -180,8 +157,8 @@ async def test_a_renderer_that_took_a_job_and_died_leaves_it_held_only_until_its
     message stays invisible for its hold (3 s), then a receive of the real renderer takes it."""
     async with StandIn(200).running() as dies:
         async with service.running(renderer_settings(storage, template_dir)) as renderer:
-            async with _gateway(
-                storage, port=_free_port(), wake=(f"127.0.0.1:{dies.port}",), handoff_s=3
+            async with gateway_on_port(
+                storage, port=free_port(), wake=(f"127.0.0.1:{dies.port}",), handoff_s=3
             ) as gateway:
                 pdf, took = await _report(gateway, "survivor")
                 assert gateway.app[hinting.WAKER].handed == 1

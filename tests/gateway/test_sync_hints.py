@@ -6,24 +6,19 @@ would have read its record; without them (lost, refused, forged) nothing is lost
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import aiohttp
 import pytest
-from aiohttp import web
-from reportfarm_gateway import app as gateway_app
-from reportfarm_gateway import context, hinting, prefetching, protocol
+from reportfarm_gateway import context, hinting, prefetching
 from reportfarm_renderer import service
 
 from reportfarm import contract
 from reportfarm.settings import StorageSettings
 
 from ..renderer.conftest import pdf_text, renderer_settings, wait_for
-from .conftest import Gateway, auth, gateway_settings
+from .conftest import auth, free_port, gateway_on_port
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
 
@@ -39,27 +34,6 @@ async def _until(check: Callable[[], bool], *, timeout: float, every: float = 0.
     await wait_for(checked, timeout=timeout, every=every)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def _gateway(
-    store: StorageSettings, *, port: int, **overrides: object
-) -> AsyncIterator[Gateway]:
-    application = gateway_app.create_app(gateway_settings(store, port=port, **overrides))
-    runner = protocol.AppRunner(application, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host="127.0.0.1", port=port).start()
-    try:
-        async with aiohttp.ClientSession() as http:
-            yield Gateway(f"http://127.0.0.1:{port}", application, http)
-    finally:
-        await runner.cleanup()
-
-
 async def test_hints_bring_the_pdf_back_long_before_polling_would(
     storage: StorageSettings, template_dir: Path
 ) -> None:
@@ -67,8 +41,8 @@ async def test_hints_bring_the_pdf_back_long_before_polling_would(
     async with service.running(settings) as renderer:
         worker = renderer.worker
         await _until(lambda: worker._pacing.idle_s >= 0.4, timeout=30, every=0.05)
-        port = _free_port()
-        async with _gateway(
+        port = free_port()
+        async with gateway_on_port(
             storage,
             port=port,
             poll_s=SLOW_POLL_S,
@@ -122,11 +96,11 @@ async def test_hints_bring_the_pdf_back_long_before_polling_would(
 async def test_lost_hints_cost_only_the_polling_they_would_have_saved(
     storage: StorageSettings, template_dir: Path
 ) -> None:
-    nobody = _free_port()  # nothing listens there: every hint is lost
+    nobody = free_port()  # nothing listens there: every hint is lost
     async with service.running(renderer_settings(storage, template_dir)) as renderer:
-        async with _gateway(
+        async with gateway_on_port(
             storage,
-            port=_free_port(),
+            port=free_port(),
             wake=(f"127.0.0.1:{nobody}",),
             notify_address=f"127.0.0.1:{nobody}",
         ) as gateway:
@@ -146,7 +120,7 @@ async def test_lost_hints_cost_only_the_polling_they_would_have_saved(
 async def test_a_forged_done_hint_answers_nothing_and_changes_nothing(
     storage: StorageSettings,
 ) -> None:
-    async with _gateway(storage, port=_free_port()) as gateway:
+    async with gateway_on_port(storage, port=free_port()) as gateway:
         for job_id in ("nosuch", "acme-123", "x" * 500):
             async with gateway.http.post(
                 gateway.at(contract.DONE_PATH.format(job_id=job_id))
@@ -163,7 +137,7 @@ async def test_the_pdf_read_with_its_record_is_used_only_when_the_record_names_i
 ) -> None:
     """On a done hint the gateway reads the PDF together with the record (one round trip less);
     the record stays the answer: bytes it does not name are dropped, none found is a None."""
-    async with _gateway(storage, port=_free_port()) as gateway:
+    async with gateway_on_port(storage, port=free_port()) as gateway:
         client = gateway.app[context.CLIENT]
         blob = contract.default_output_blob("prefetched")
         await client.blobs.put(blob, b"%PDF-1.7 stored", content_type="application/pdf")
