@@ -97,20 +97,22 @@ class ReportFarmClient:
 
     async def send_encoded(self, job: EncodedJob) -> contract.JobId:
         """Enqueue a job in its stored form (reportfarm.encoding): its payload blob first."""
-        if job.payload is not None:
-            name = contract.payload_blob(job.job_id)
-            await self.blobs.put(name, job.payload, content_type="application/json")
+        await self._put_payload(job)
         await self.queues[job.lane].send(job.message)
         return job.job_id
 
     async def send_held(self, job: EncodedJob, *, held_s: int) -> tuple[JobQueue, Delivery]:
         """:meth:`send_encoded`, the message invisible for ``held_s`` seconds: its lane's queue
         and its delivery, to hand to a renderer (``JobQueue.send_held``)."""
+        await self._put_payload(job)
+        queue = self.queues[job.lane]
+        return queue, await queue.send_held(job.message, held_s=held_s)
+
+    async def _put_payload(self, job: EncodedJob) -> None:
+        """A job's large data, to its payload blob: stored before its message is sent."""
         if job.payload is not None:
             name = contract.payload_blob(job.job_id)
             await self.blobs.put(name, job.payload, content_type="application/json")
-        queue = self.queues[job.lane]
-        return queue, await queue.send_held(job.message, held_s=held_s)
 
     async def submit_many(
         self,

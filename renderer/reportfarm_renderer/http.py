@@ -52,8 +52,11 @@ class Parts:
     worker: QueueWorker | None = None
     draining: bool = False
     handoff_key: bytes | None = None
-    """Checks hand-offs (``reportfarm.carrying.key_for``); None: every one is refused."""
+    """Checks hand-offs (``reportfarm.carrying.key_for``); None: every one is declined
+    (counted as ``unkeyed``, not as ``refused``: nothing is wrong with the offer)."""
     handoffs_refused: int = 0
+    handoffs_unkeyed: bool = False
+    """Whether a hand-off came to a renderer without a key (logged once)."""
 
 
 PARTS = web.AppKey("parts", Parts)
@@ -90,12 +93,20 @@ async def handoff(request: web.Request) -> web.Response:
                 "received): do the gateway and the renderers share one storage connection string?",
                 parts.handoffs_refused,
             )
+    elif outcome == "unkeyed" and not parts.handoffs_unkeyed:
+        parts.handoffs_unkeyed = True
+        logger.warning(
+            "a hand-off came, but this renderer has no key to check one (its storage is not "
+            "reached with a connection string): hand-offs go on the lane and are received"
+        )
     return web.Response(status=200 if outcome == "taken" else 409)
 
 
 def _take(parts: Parts, body: bytes, request: web.Request) -> str:
+    if parts.handoff_key is None:
+        return "unkeyed"
     signature = request.headers.get(carrying.HANDOFF_SIGNATURE_HEADER)
-    if parts.handoff_key is None or signature is None:
+    if signature is None:
         return "refused"
     if not carrying.verify_handoff(parts.handoff_key, body, signature):
         return "refused"

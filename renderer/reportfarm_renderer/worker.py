@@ -86,9 +86,9 @@ class QueueWorker:
         self._woken = asyncio.Event()
         self._received_at = 0.0
         self.wakes = 0
+        """Wakes that ended an idle pause (a receive began sooner than its pacing said)."""
         self.handoffs = 0
         """Jobs handed over (``take``) and run without a receive."""
-        """Wakes that ended an idle pause (a receive began sooner than its pacing said)."""
         self.metrics.oldest_job.set_function(self.oldest_job_s)
         self.timeline = timeline or starting.Timeline.from_now()
         """The start's phases: ready (the first receive answered), first_receive, first_stored."""
@@ -176,11 +176,7 @@ class QueueWorker:
                     max_messages=room, visibility_timeout=self.visibility_timeout
                 )
                 leases += [Lease(delivery, queue) for delivery in deliveries]
-                if len(self.lanes) > 1:
-                    if queue is self.lanes[0]:
-                        self.share.interactive_started(len(deliveries))
-                    else:
-                        self.share.bulk_started(len(deliveries))
+                self._count_started(queue, len(deliveries))
         except Exception as error:
             for lease in leases:  # what the first lane gave is ours now: run it
                 self._start(lease)
@@ -254,13 +250,8 @@ class QueueWorker:
         if queue is None or self._stopping.is_set() or self.capacity() == 0:
             return False
         lease = Lease(delivery, queue)
-        every = max(1.0, self.visibility_timeout / 3)
-        lease.extended_at -= max(0.0, every - held_s / 3)
-        if len(self.lanes) > 1:
-            if queue is self.lanes[0]:
-                self.share.interactive_started(1)
-            else:
-                self.share.bulk_started(1)
+        lease.extended_at -= max(0.0, self._lease_period_s() - held_s / 3)
+        self._count_started(queue, 1)
         self.handoffs += 1
         self.timeline.mark("first_receive")
         self._start(lease)
@@ -279,8 +270,21 @@ class QueueWorker:
             if gap > 0:
                 await asyncio.sleep(gap)
 
+    def _count_started(self, queue: JobQueue, jobs: int) -> None:
+        """Jobs begun from ``queue``, for the lanes' share (one lane: nothing to share)."""
+        if len(self.lanes) > 1:
+            if queue is self.lanes[0]:
+                self.share.interactive_started(jobs)
+            else:
+                self.share.bulk_started(jobs)
+
+    def _lease_period_s(self) -> float:
+        """How often a lease is extended: a third of the visibility, so two extensions may fail
+        before the message comes back."""
+        return max(1.0, self.visibility_timeout / 3)
+
     async def _keep_leases(self) -> None:
-        every = max(1.0, self.visibility_timeout / 3)
+        every = self._lease_period_s()
         while True:
             await asyncio.sleep(min(every, 1.0))
             now = time.monotonic()

@@ -209,12 +209,19 @@ async def test_a_forged_or_malformed_handoff_is_refused_and_runs_nothing(
             signed = {header: carrying.sign_handoff(key, too_long)}
             async with http.post(url, data=too_long, headers=signed) as response:
                 assert response.status == 409  # not read
+            # A renderer without a key (storage reached with Entra ID) declines even a good
+            # offer, counted apart: nothing is wrong with the offer.
+            renderer.parts.handoff_key = None
+            signed = {header: carrying.sign_handoff(key, body)}
+            async with http.post(url, data=body, headers=signed) as response:
+                assert response.status == 409
         assert renderer.worker.handoffs == 0 and renderer.worker.running == 0
-        refused = renderer.parts.metrics.registry.get_sample_value(
-            "reportfarm_hints_total", {"kind": "handoff", "outcome": "refused"}
-        )
+        sample = renderer.parts.metrics.registry.get_sample_value
+        refused = sample("reportfarm_hints_total", {"kind": "handoff", "outcome": "refused"})
         assert refused == len(cases)  # all but one; that one checked out, naming no lane of its
         assert renderer.parts.handoffs_refused == refused  # logged at the 1st and the 10th
+        unkeyed = sample("reportfarm_hints_total", {"kind": "handoff", "outcome": "unkeyed"})
+        assert unkeyed == 1 and renderer.parts.handoffs_unkeyed
 
 
 @pytest.mark.parametrize(

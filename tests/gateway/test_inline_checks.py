@@ -6,16 +6,20 @@ more of the loop than its share (or takes another tenant's), workers started for
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from reportfarm_gateway import checking, offloading
 from reportfarm_gateway.context import OFFLOADER
 
 from reportfarm.settings import StorageSettings
 
 from .conftest import auth, gateway_settings, running_gateway
+from .strategies import bodies
 
 
 class Clock:
@@ -112,6 +116,42 @@ async def test_the_same_body_gets_the_same_answer_on_the_loop_and_in_a_worker() 
     finally:
         on_loop.close()
         in_workers.close()
+
+
+@pytest.fixture(scope="module")
+def loop_and_workers() -> Iterator[tuple[offloading.Offloader, offloading.Offloader]]:
+    on_loop = offloading.Offloader(workers=1)
+    in_workers = offloading.Offloader(workers=1, inline_bytes=0)
+    try:
+        yield on_loop, in_workers
+    finally:
+        on_loop.close()
+        in_workers.close()
+
+
+@given(raw=bodies)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_generated_body_gets_the_same_answer_on_the_loop_and_in_a_worker(
+    loop_and_workers: tuple[offloading.Offloader, offloading.Offloader], raw: bytes
+) -> None:
+    async def check(offloader: offloading.Offloader) -> object:
+        return await offloader.run(
+            "acme",
+            checking.check_report,
+            raw=raw,
+            tenant="acme",
+            key=None,
+            default_wait_s=30.0,
+            cpu_s=5.0,
+        )
+
+    on_loop = loop_and_workers[0]
+    inline_before = on_loop.inline
+    answers = [asyncio.run(check(offloader)) for offloader in loop_and_workers]
+    assert _comparable(answers[0]) == _comparable(answers[1])
+    assert on_loop.inline == inline_before + 1  # it was checked on the loop, not by a worker
 
 
 async def test_a_tenant_past_its_share_goes_to_the_workers_and_the_others_stay_on_the_loop() -> (
