@@ -68,17 +68,30 @@ lifetimes (a new pod's first jobs carry its finishing processes' warm-up: on the
 jobs read 0.06 to 1.4 s a job within 10 s, and the pool's browsers flapped 1 -> 2 -> 1)."""
 
 
-def finish_cpu_s(*, recent: tuple[float, float], lifetime: tuple[float, float]) -> float | None:
+def finish_cpu_s(
+    *,
+    recent: tuple[float, float],
+    lifetime: tuple[float, float],
+    finishing: int = 0,
+    signature_cpu_s: float | None = None,
+) -> float | None:
     """CPU seconds of a job's finishing stages from the renderers' counters, each a pair (CPU
     seconds, jobs ended) summed over the pods read: over the last interval when
-    ``JOB_CPU_MIN_JOBS`` jobs ended in it, else over the pods' lifetimes; None before any job
-    ended. Per job ended, not per render: a job's finishing ends after its render (seconds
-    after it in a burst, the jobs waiting for a finishing process), so per render a signing
-    farm's first seconds read 0 and were sized as a printing one's. The operator and the
-    simulator both read it so."""
+    ``JOB_CPU_MIN_JOBS`` jobs ended in it, else over the pods' lifetimes. Per job ended, not per
+    render: a job's finishing ends after its render (seconds after it in a burst, the jobs
+    waiting for a finishing process), so per render a signing farm's first seconds read 0 and
+    were sized as a printing one's.
+
+    Before any job ended: while ``finishing`` jobs are in the pods' finishing processes, the
+    CPU their start-up signature took (``signature_cpu_s``, the renderers' measure, a lower
+    bound of a signing job's), so a signing farm's first burst is not sized as a printing one's
+    for the seconds until its first job is stored; else None. The operator and the simulator
+    both read it so."""
     for (cpu, jobs), least in ((recent, JOB_CPU_MIN_JOBS), (lifetime, 1)):
         if jobs >= least:
             return float(cpu / jobs)
+    if finishing > 0 and signature_cpu_s:
+        return float(signature_cpu_s)
     return None
 
 

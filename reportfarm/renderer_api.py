@@ -64,6 +64,10 @@ label ``stage``; the operator adds it to a job's CPU (``reportfarm.capacity``)."
 FINISHING_BUSY_METRIC = "reportfarm_finishing_busy"
 """Gauge: finishing processes running a job's stages now. A job there has left its browser but
 still takes the pod's CPU: the operator counts it as a busy browser (at most the pool's size)."""
+SIGNATURE_CPU_METRIC = "reportfarm_finishing_signature_cpu_seconds"
+"""Gauge: CPU seconds a signature of a blank page took in this renderer's finishing processes at
+their start (median; 0: unknown, or the farm does not sign). While its jobs are in finishing and
+none has ended, the operator takes it for a job's finishing CPU (``reportfarm.capacity``)."""
 OLDEST_JOB_METRIC = "reportfarm_job_oldest_running_seconds"
 """Gauge: seconds the longest-running job of this renderer has run (0: none). The operator spares
 a pod whose job would outlive its drain when it picks scale-down victims."""

@@ -82,6 +82,8 @@ class PodLoad:
     lifetime_jobs_ended: float = 0.0
     finishing: int = 0
     """Jobs in its finishing processes now: out of their browsers, still on its CPU."""
+    signature_cpu_s: float = 0.0
+    """CPU seconds its finishing processes' start-up signature took (0: unknown, or none)."""
     first_reading: bool = False
     """No previous reading of this pod: ``renders`` is its lifetime count, not the interval's."""
     oldest_s: float | None = None
@@ -110,8 +112,9 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
 def finish_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     """CPU seconds of a job's finishing stages, over every pod that answered, per job ended
     (``capacity.finish_cpu_s``: recent when ``capacity.JOB_CPU_MIN_JOBS`` ended since the last
-    reading, else lifetime); None before any job ended. The print's CPU is not measured: the
-    policy takes the spec's ``browser.cpu`` for it."""
+    reading, else lifetime); before any job ended, their start-up signature's CPU while jobs are
+    in their finishing processes, else None. The print's CPU is not measured: the policy takes
+    the spec's ``browser.cpu`` for it."""
     answered = [load for load in loads.values() if load is not None]
     return capacity.finish_cpu_s(
         recent=(
@@ -122,6 +125,8 @@ def finish_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
             sum(load.lifetime_finish_cpu_seconds for load in answered),
             sum(load.lifetime_jobs_ended for load in answered),
         ),
+        finishing=sum(load.finishing for load in answered),
+        signature_cpu_s=max((load.signature_cpu_s for load in answered), default=0.0),
     )
 
 
@@ -141,6 +146,8 @@ class Reading(typing.NamedTuple):
     """Jobs it ended, any outcome (lifetime)."""
     finishing: int = 0
     """Jobs in its finishing processes now."""
+    signature_cpu_s: float = 0.0
+    """CPU seconds its finishing processes' start-up signature took (0: unknown, or none)."""
 
 
 def parse_metrics(text: str) -> Reading:
@@ -160,6 +167,7 @@ def parse_metrics(text: str) -> Reading:
                 api.POOL_BUSY_METRIC,
                 api.OLDEST_JOB_METRIC,
                 api.FINISHING_BUSY_METRIC,
+                api.SIGNATURE_CPU_METRIC,
             ):
                 values[sample.name] = sample.value
             elif sample.labels.get("stage") == api.RENDER_STAGE and sample.name in (
@@ -178,6 +186,7 @@ def parse_metrics(text: str) -> Reading:
         finish_cpu_seconds=finish_cpu,
         jobs_ended=jobs_ended,
         finishing=int(values.get(api.FINISHING_BUSY_METRIC, 0.0)),
+        signature_cpu_s=max(0.0, values.get(api.SIGNATURE_CPU_METRIC, 0.0)),
     )
 
 
@@ -280,6 +289,7 @@ class Observer:
             jobs_ended=max(0.0, reading.jobs_ended - last.jobs_ended),
             lifetime_jobs_ended=reading.jobs_ended,
             finishing=reading.finishing,
+            signature_cpu_s=reading.signature_cpu_s,
             first_reading=first,
             oldest_s=reading.oldest_s,
         )

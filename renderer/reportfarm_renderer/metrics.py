@@ -66,6 +66,12 @@ class RendererMetrics:
             "Finishing processes running a job's stages now.",
             registry=r,
         )
+        self.signature_cpu = Gauge(
+            renderer_api.SIGNATURE_CPU_METRIC,
+            "CPU seconds a blank page's signature took in the finishing processes at their start "
+            "(median; 0: unknown, or no signing).",
+            registry=r,
+        )
         self.finishing_replaced = Counter(
             "reportfarm_finishing_processes_replaced",
             "Finishing processes that died (and were replaced).",

@@ -125,6 +125,7 @@ async def running(
             )
             if signer is not None:  # a farm that signs finishes: its processes start now
                 finishers.start()
+            metrics.signature_cpu.set_function(lambda: finishers.signature_cpu_s() or 0.0)
             stack.push_async_callback(finishers.close)
         runner = JobRunner(
             settings=settings,

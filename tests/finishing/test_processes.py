@@ -58,6 +58,29 @@ async def test_stages_run_in_a_process_with_its_own_key(signing_dir: Path, pki: 
         await finishers.close()
 
 
+async def test_a_signing_process_measures_a_signature_at_its_start(signing_dir: Path) -> None:
+    """The operator's estimate of a signing job's finishing CPU before any job ended."""
+    signing = processes.FinishingProcesses(size=2, signing_dir=signing_dir)
+    printing = processes.FinishingProcesses(size=1)
+    try:
+        assert signing.signature_cpu_s() is None  # not started: nothing measured yet
+        await asyncio.gather(signing.wait_ready(), printing.wait_ready())
+        await asyncio.sleep(0)  # the figures come right after each process's ready answer
+        for _ in range(100):
+            if signing.signature_cpu_s() is not None:
+                break
+            await asyncio.sleep(0.05)
+        measured = signing.signature_cpu_s()
+        assert measured is not None and 0 < measured < 30
+        assert printing.signature_cpu_s() is None  # no key: it does not sign
+        finish = Finish(sign=Signature(visible=True, reason="Rechnung"))
+        job = await signing.run(_pdf(1), _inputs(finish))
+        print("start-up signature", measured, "a job's", [t.cpu_s for t in job.timings])
+    finally:
+        await signing.close()
+        await printing.close()
+
+
 async def test_a_process_that_dies_fails_only_its_job_and_is_replaced() -> None:
     finishers = processes.FinishingProcesses(size=2)
     finish = Finish(metadata=Metadata(title="big"))

@@ -133,6 +133,16 @@ async def test_the_finishing_stages_cpu_reaches_the_observation(
     render(renderer.metrics, *[0.05] * enough)  # printed, still finishing: no job ended yet
     started = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
     assert observing.finish_cpu_s(started) is None
+    # The finishing processes' start-up signature: taken while jobs are in finishing, none ended
+    renderer.metrics.signature_cpu.set(0.3)
+    signing = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert isinstance(load := signing["pod-a"], observing.PodLoad)
+    assert load.signature_cpu_s == pytest.approx(0.3)
+    assert observing.finish_cpu_s(signing) is None  # no job in finishing: it may not sign
+    renderer.metrics.finishing_busy.inc(2)
+    finishing = await watcher.pod_loads({"pod-a": ("uid-a", "127.0.0.1")})
+    assert observing.finish_cpu_s(finishing) == pytest.approx(0.3)
+    renderer.metrics.finishing_busy.dec(2)
     for stage, cpu in (("finish_pdfa", 1.0), ("finish_sign", 3.0), ("finish_facturx", 2.0)):
         renderer.metrics.stage_cpu.labels(stage=stage).inc(cpu)
     end_jobs(renderer.metrics, enough - 2)

@@ -122,6 +122,43 @@ def _light_signing_farm(**timings: float) -> finishing.FinishingFarm:
     )
 
 
+@pytest.mark.parametrize(
+    ("finishing", "signature", "expected"),
+    [
+        pytest.param(2, 0.3, 0.3, id="in finishing, none ended: the start-up signature"),
+        pytest.param(0, 0.3, None, id="none in finishing: it may not sign"),
+        pytest.param(2, None, None, id="no signature measured"),
+        pytest.param(2, 0.0, None, id="a renderer that says 0: unknown"),
+    ],
+)
+def test_before_any_job_ended_the_start_up_signature_stands_in(
+    finishing: int, signature: float | None, expected: float | None
+) -> None:
+    figure = capacity.finish_cpu_s(
+        recent=(0.0, 0), lifetime=(0.0, 0), finishing=finishing, signature_cpu_s=signature
+    )
+    assert figure == expected
+    ended = capacity.finish_cpu_s(
+        recent=(0.0, 0), lifetime=(0.5, 1), finishing=finishing, signature_cpu_s=signature
+    )
+    assert ended == 0.5  # a job ended: its figure, whatever the start-up one said
+
+
+def test_the_simulator_reads_the_start_up_signature_as_the_operator_does() -> None:
+    cluster = finishing.FinishingFarm(
+        cpu=finishing.JobCpu(finish_cpu_s=0.35, print_cpu=0.25, signature_cpu_s=0.3),
+        timings=farm.Timings(pod_start_s=0.0, resize_failure=0.0),
+        browsers_per_pod=2,
+        rng=random.Random(0),
+        pod_cpu_request=1.0,
+    )
+    cluster.add_pods(1, now=0.0)
+    assert cluster.read_finish_cpu(0.1) is None  # nothing in finishing
+    cluster.step(0.0, arrivals=[workload.Job(arrival=0.0, render_s=0.035) for _ in range(2)])
+    assert cluster.read_finish_cpu(0.2) == pytest.approx(0.3)  # signing, none ended
+    assert cluster.read_finish_cpu(0.8) == pytest.approx(0.35)  # the first one's, measured
+
+
 def test_the_simulator_reads_a_pod_as_the_operator_does() -> None:
     """A job in a finishing process keeps its pod busy (up to the pool's size) and its message
     in the queue's count; its finishing CPU is unknown until a job's finishing ended, then per

@@ -3,7 +3,9 @@ renderer's process runs Playwright's threads).
 
 A child loads what every job would otherwise load again, once (:func:`start`): the signing key
 and certificates, parsed (without the blank-page proof: the renderer's own process made it at
-start), the stage modules, the faces' character maps and the stamp's font programs. Then it runs
+start), the stage modules, the faces' character maps and the stamp's font programs, and signs a
+blank page twice (the first signature's one-time costs paid here; the second's CPU measured:
+:func:`signature_cpu_s`). Then it runs
 every stage a job asks for, in order (:func:`finish`), and answers with the finished PDF and each
 stage's wall and CPU time, or with the failure, as plain values: the job runner's exception types
 do not cross a process boundary whole.
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 
 _SIGNER: dict[str, Signer] = {}
 """The child's one piece of state, set once by :func:`start` (a process runs one job at a time)."""
+_MEASURED: dict[str, float] = {}
+"""What :func:`start` measured: ``signature_cpu_s`` (see :func:`signature_cpu_s`)."""
 
 MODULES = ("metadata", "facturx", "attachments", "pdfua", "pdfa", "permissions", "signing")
 
@@ -74,11 +78,30 @@ def start(signing_dir: str | None, tsa_url: str | None) -> None:
             from . import stamp
 
             stamp.warm()
+            _MEASURED["signature_cpu_s"] = _warm_signature(signer)
+
+
+def _warm_signature(signer: Signer) -> float:
+    """Sign a blank page twice with a visible stamp, as a job's signature would: the first pays
+    what a process pays once (pyHanko's first signature, the stamp's appearance, the signature's
+    reserved size), so the first job does not; the second's CPU seconds are returned."""
+    signer.prove()
+    started = time.process_time()
+    signer.prove()
+    return time.process_time() - started
 
 
 def ready() -> int:
     """Answered once :func:`start` ran: the process's id."""
     return os.getpid()
+
+
+def signature_cpu_s() -> float | None:
+    """CPU seconds a signature of a blank page took in this process at its start (None: it does
+    not sign). The operator's estimate of a job's finishing CPU until a job's finishing ended
+    (``reportfarm.capacity.finish_cpu_s``): a lower bound (a job's other stages and a longer
+    document cost more), measured here on this pod's CPU, not assumed."""
+    return _MEASURED.get("signature_cpu_s")
 
 
 def finish(pdf: bytes, inputs: finishing.Inputs) -> Finished | Failed:

@@ -47,6 +47,8 @@ class _Process:
     executor: concurrent.futures.ProcessPoolExecutor
     ready: asyncio.Future[int]
     """The process's id, once its start (key, libraries, fonts) is done."""
+    signature: asyncio.Future[float | None]
+    """The CPU seconds its start-up signature took (``child.signature_cpu_s``)."""
     working: bool = False
 
 
@@ -75,6 +77,19 @@ class FinishingProcesses:
         self.start()
         return [await process.ready for process in list(self._all)]
 
+    def signature_cpu_s(self) -> float | None:
+        """The median CPU seconds of the processes' start-up signatures, of those that answered
+        (None: none yet, or they do not sign)."""
+        known = sorted(
+            figure
+            for process in self._all
+            if process.signature.done()
+            and not process.signature.cancelled()
+            and process.signature.exception() is None
+            and (figure := process.signature.result()) is not None
+        )
+        return known[len(known) // 2] if known else None
+
     def working_pids(self) -> list[int]:
         """The ids of the processes running a job now (those that are ready)."""
         return [pid for process in self._all if process.working and (pid := _pid(process.ready))]
@@ -102,7 +117,9 @@ class FinishingProcesses:
             ),
         )
         ready = asyncio.wrap_future(executor.submit(child.ready))
-        process = _Process(executor, ready)
+        signature = asyncio.wrap_future(executor.submit(child.signature_cpu_s))
+        signature.add_done_callback(_retrieve)  # a process that died first answers nothing
+        process = _Process(executor, ready, signature)
         self._all.append(process)
         return process
 
@@ -191,6 +208,11 @@ def _death(process: _Process, *, wait_s: float = 2.0) -> tuple[int | None, int |
                 time.sleep(0.01)
             return found_pid, found.exitcode
     return pid, None
+
+
+def _retrieve(future: asyncio.Future[float | None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _pid(ready: asyncio.Future[int]) -> int | None:
