@@ -667,20 +667,56 @@ def test_the_depth_floor_never_shrinks_a_decision_nor_passes_the_limits(
     assert pool.fewest_browsers <= floored.browsers_per_pod <= pool.browsers_that_fit
 
 
-@pytest.mark.parametrize(("tolerance", "expected"), [(None, 11), (0.3, 12)])
-def test_the_default_band_shrinks_a_pool_a_fifth_over_its_need(
-    tolerance: float | None, expected: int
+@pytest.mark.parametrize(
+    ("tolerance", "noise", "expected"),
+    [
+        pytest.param(None, None, 10, id="default: the need's noise, 6 %"),
+        pytest.param(None, 0.0, 11, id="the fixed band, 15 %"),
+        pytest.param(0.3, 0.0, 12, id="the band before it, 30 %"),
+    ],
+)
+def test_a_steady_pool_shrinks_to_its_need_plus_its_noise(
+    tolerance: float | None, noise: float | None, expected: int
 ) -> None:
     """12 pods of 4 for a steady 30 busy browsers (36 at the 0.85 utilization): 20 % over the
-    need. The default band (0.15) lets it go to 11 pods (44 browsers for 36 + 6); the band this
-    default replaced (0.3) kept all 12 (36 + 11 = 47). At 2 s renders that band was most of what
-    a ramp or a cliff cost us over KEDA (docs/comparison/keda.md, "The render time")."""
-    pool = policy.PoolSpec() if tolerance is None else policy.PoolSpec(tolerance=tolerance)
+    need. A stream of 36 browsers varies by about 6 (its square root), so the default band is
+    0.35 / 6, 6 %: 10 pods (40 browsers for 36 + 3). The fixed band (0.15) lets it go to 11 pods
+    (44 browsers for 36 + 6); the band before that (0.3) kept all 12 (36 + 11 = 47). At 2 s
+    renders the band was most of what a ramp or a cliff cost us over KEDA
+    (docs/comparison/keda.md, "The render time" and "The band and the noise")."""
+    pool = policy.PoolSpec()
+    if tolerance is not None:
+        pool = dataclasses.replace(pool, tolerance=tolerance)
+    if noise is not None:
+        pool = dataclasses.replace(pool, tolerance_noise=noise)
     seen = policy.Observation(
         now=NOW, queue_depth=30, ready_replicas=12, browsers_per_pod=4, busy_browsers=30
     )
     decision = policy.decide(seen, spec=pool, state=state(12, 4))
     assert (decision.replicas, decision.browsers_per_pod) == (expected, 4)
+
+
+def test_the_band_is_the_fixed_one_while_a_backlog_waits_and_for_small_pools() -> None:
+    """The noise band narrows only a steady stream's margin: while a backlog waits (here 20
+    jobs of 1 s beyond the busy browsers, more than the 5 s accepted wait) the band is the
+    fixed 15 % and keeps pods the noise band would let go; a small pool's noise is over 15 %,
+    so it keeps the fixed band too."""
+    pool = policy.PoolSpec()
+    for need, backlog, band in ((36, False, 0.35 / 6), (36, True, 0.15), (4, False, 0.15)):
+        assert policy.noise_band(pool, need=need, backlog=backlog) == pytest.approx(band)
+    assert policy.noise_band(pool, need=10_000, backlog=False) == policy.TOLERANCE_FLOOR
+    seen = policy.Observation(
+        now=NOW,
+        queue_depth=50,
+        ready_replicas=12,
+        browsers_per_pod=4,
+        busy_browsers=30,
+        mean_render_s=1.0,
+    )
+    quiet = dataclasses.replace(seen, queue_depth=30)
+    waiting = policy.decide(seen, spec=pool, state=state(12, 4))
+    steady = policy.decide(quiet, spec=pool, state=state(12, 4))
+    assert waiting.replicas > steady.replicas, (waiting.message, steady.message)
 
 
 def _overrun(busy: int) -> policy.Decision:

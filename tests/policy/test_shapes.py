@@ -237,8 +237,8 @@ def test_a_small_suite_runs_and_reads_the_bar() -> None:
 def test_the_depth_floor_meets_a_sustained_jump_sooner(index: int) -> None:
     """Two of the suite's sustained jumps lost at their onset (docs/comparison/keda.md): with
     the default floor on the depth the pods start at the first sight of the jump, and the p95
-    wait falls (one phase draw: 3.86 -> 2.66 s and 1.75 -> 0.86 s) for a few % more
-    pod-seconds."""
+    wait falls (one phase draw: 3.86 -> 2.66 s and 1.75 -> 0.86 s when it came; with the
+    noise band, 2.87 -> 2.24 s and 0.86 -> 0.72 s) for a few % more pod-seconds."""
     case = shapes.case(index)
     assert case.shape == "sustained-jump"
     found = {}
@@ -248,6 +248,6 @@ def test_the_depth_floor_meets_a_sustained_jump_sooner(index: int) -> None:
         scenario = dataclasses.replace(scenario, spec=spec)
         ours, _ = running.controllers(scenario)
         found[floor] = metrics.summarize(running.run(case.trace, ours, scenario=scenario))
-    assert found[2.0]["p95_wait_s"] < 0.8 * found[None]["p95_wait_s"]
+    assert found[2.0]["p95_wait_s"] < 0.9 * found[None]["p95_wait_s"]
     assert found[2.0]["pod_seconds"] < 1.1 * found[None]["pod_seconds"]
     assert found[2.0]["jobs_completed"] == found[None]["jobs_completed"]
