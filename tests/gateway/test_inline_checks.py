@@ -92,23 +92,25 @@ def _comparable(answer: object) -> object:
     return job, note, answer.wait_s, answer.files, answer.keyed
 
 
+async def _check(offloader: offloading.Offloader, raw: bytes) -> object:
+    """``raw`` checked as tenant acme's report, where ``offloader`` says."""
+    return await offloader.run(
+        "acme",
+        checking.check_report,
+        raw=raw,
+        tenant="acme",
+        key=None,
+        default_wait_s=30.0,
+        cpu_s=5.0,
+    )
+
+
 async def test_the_same_body_gets_the_same_answer_on_the_loop_and_in_a_worker() -> None:
     on_loop = offloading.Offloader(workers=2)
     in_workers = offloading.Offloader(workers=2, inline_bytes=0)
     try:
         for name, raw in _bodies().items():
-            answers = [
-                await offloader.run(
-                    "acme",
-                    checking.check_report,
-                    raw=raw,
-                    tenant="acme",
-                    key=None,
-                    default_wait_s=30.0,
-                    cpu_s=5.0,
-                )
-                for offloader in (on_loop, in_workers)
-            ]
+            answers = [await _check(offloader, raw) for offloader in (on_loop, in_workers)]
             assert _comparable(answers[0]) == _comparable(answers[1]), name
         assert (on_loop.inline, on_loop.offloaded) == (len(_bodies()), 0)
         assert not on_loop.started  # no worker was needed: none was started
@@ -136,20 +138,9 @@ def loop_and_workers() -> Iterator[tuple[offloading.Offloader, offloading.Offloa
 def test_a_generated_body_gets_the_same_answer_on_the_loop_and_in_a_worker(
     loop_and_workers: tuple[offloading.Offloader, offloading.Offloader], raw: bytes
 ) -> None:
-    async def check(offloader: offloading.Offloader) -> object:
-        return await offloader.run(
-            "acme",
-            checking.check_report,
-            raw=raw,
-            tenant="acme",
-            key=None,
-            default_wait_s=30.0,
-            cpu_s=5.0,
-        )
-
     on_loop = loop_and_workers[0]
     inline_before = on_loop.inline
-    answers = [asyncio.run(check(offloader)) for offloader in loop_and_workers]
+    answers = [asyncio.run(_check(offloader, raw)) for offloader in loop_and_workers]
     assert _comparable(answers[0]) == _comparable(answers[1])
     assert on_loop.inline == inline_before + 1  # it was checked on the loop, not by a worker
 
