@@ -51,8 +51,9 @@ class JobCpu:
     """CPU seconds of the renderers' start-up signature (``reportfarm_finishing_signature_cpu_
     seconds``), read while jobs are in finishing and none has ended; None: not reported (a
     renderer from before it). Measured: a blank page's 0.31 s against a signing job's 0.31 s
-    (``tests/finishing/test_processes.py``, one run here), so the scenarios take it equal to the
-    finishing CPU of a job that signs."""
+    (``tests/finishing/test_processes.py``, one run here), so :func:`node_wakes` takes it equal
+    to the finishing CPU of a job that signs; :func:`compare`'s scenarios leave it unreported
+    (with it their rows read the same: a job's finishing ends within a tick here)."""
 
 
 class FinishingFarm(farming.Farm):
