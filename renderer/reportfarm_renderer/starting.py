@@ -17,6 +17,7 @@ import logging
 import os
 import time
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,29 @@ PHASES: tuple[Phase, ...] = typing.get_args(Phase)
 ``browser_ready`` and ``first_receive``: the queue and the browsers start side by side)."""
 
 LOG_MESSAGE = "start phase"
+
+CGROUP_CPU_FILES = (
+    ("cpu.stat", 1e-6),  # cgroup v2 (its namespace: the container's own), usage_usec
+    ("cpuacct/cpuacct.usage", 1e-9),  # cgroup v1, nanoseconds
+    ("cpu,cpuacct/cpuacct.usage", 1e-9),
+)
+
+
+def cgroup_cpu_s(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPU seconds the cgroup mounted at ``root`` has used (in a container, the container's);
+    None where no CPU accounting is readable."""
+    for name, scale in CGROUP_CPU_FILES:
+        try:
+            text = (root / name).read_text()
+        except OSError:
+            continue
+        if name == "cpu.stat":
+            usage = dict(line.split(maxsplit=1) for line in text.splitlines() if " " in line)
+            if "usage_usec" not in usage:
+                continue
+            return int(usage["usage_usec"]) * scale
+        return int(text.strip()) * scale
+    return None
 
 
 def started_at(pid: int | str = "self") -> float | None:
@@ -58,6 +82,8 @@ class Timeline:
     process_started: float
     """This process's start, wall clock."""
     marks: dict[str, float] = dataclasses.field(default_factory=dict)
+    cpu: Callable[[], float | None] | None = None
+    """Reads the container's CPU seconds (``cpu_s`` in the lines); None: not logged."""
 
     @classmethod
     def begin(cls) -> Timeline:
@@ -65,6 +91,7 @@ class Timeline:
         now = time.time()
         timeline = cls(process_started=started_at() or now)
         if os.getppid() == 1 and (container := started_at(1)) is not None:
+            timeline.cpu = cgroup_cpu_s
             timeline.mark("container_started", at=container)
         timeline.mark("process_started", at=timeline.process_started)
         return timeline
@@ -75,15 +102,16 @@ class Timeline:
         return cls(process_started=time.time())
 
     def mark(self, phase: Phase, *, at: float | None = None) -> None:
-        """Record ``phase`` now (or ``at``); only its first time counts."""
+        """Record ``phase`` now (or ``at``: then without ``cpu_s``); only its first time counts."""
         if phase in self.marks:
             return
         when = time.time() if at is None else at
         self.marks[phase] = when
         since = round(when - self.process_started, 3)
-        logger.info(
-            LOG_MESSAGE, extra={"phase": phase, "since_start_s": since, "at": round(when, 3)}
-        )
+        extra: dict[str, object] = {"phase": phase, "since_start_s": since, "at": round(when, 3)}
+        if at is None and self.cpu is not None and (cpu := self.cpu()) is not None:
+            extra["cpu_s"] = round(cpu, 3)
+        logger.info(LOG_MESSAGE, extra=extra)
 
     def since_start(self) -> dict[str, float]:
         """Phase -> seconds since the process started, in the order passed."""

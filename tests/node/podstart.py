@@ -93,10 +93,17 @@ class Round:
     phases: dict[str, float]
     create_call_s: float
     """How long the create call itself took (the uncertainty of "created")."""
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Phase -> CPU seconds the container had used by then (the renderer's ``cpu_s``)."""
 
     @property
     def owned_s(self) -> float:
         return self.phases[OWNED[1]] - self.phases[OWNED[0]]
+
+    @property
+    def owned_cpu_s(self) -> float | None:
+        """The container's CPU from its start to the first PDF stored."""
+        return self.cpu.get(OWNED[1])
 
 
 class _ReadyWatch:
@@ -124,16 +131,21 @@ class _ReadyWatch:
         self._process.wait(timeout=10)
 
 
-def _phases_from_logs(logs: str) -> dict[str, float]:
+def _phases_from_logs(logs: str) -> tuple[dict[str, float], dict[str, float]]:
+    """Phase -> wall clock, and phase -> the container's CPU seconds where the line says."""
     found: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for line in logs.splitlines():
         try:
             record = json.loads(line)
         except ValueError:
             continue
         if isinstance(record, dict) and record.get("message") == "start phase":
-            found.setdefault(str(record["phase"]), float(record["at"]))
-    return found
+            phase = str(record["phase"])
+            found.setdefault(phase, float(record["at"]))
+            if "cpu_s" in record:
+                cpu.setdefault(phase, float(record["cpu_s"]))
+    return found, cpu
 
 
 def run_round(
@@ -167,26 +179,32 @@ def run_round(
             watch.stop()
         tools.kubectl("delete", "pod", "-n", release.NAMESPACE, name, "--grace-period=5",
                       "--wait=true", check=False)  # fmt: skip
-    marks = _phases_from_logs(logs)
+    marks, cpu = _phases_from_logs(logs)
     if watch.ready_at is not None:
         marks["pod_ready"] = watch.ready_at
     phases = {p: round(marks[p] - created, 3) for p in PHASES if p in marks}
-    return Round(pod=name, phases=phases, create_call_s=round(created - began, 3))
+    return Round(pod=name, phases=phases, create_call_s=round(created - began, 3), cpu=cpu)
 
 
 def table(rounds: list[Round]) -> str:
-    """Markdown: each phase's median and range over the rounds (seconds after creation)."""
-    lines = ["| phase | median s | min-max s |", "|---|---|---|"]
+    """Markdown: each phase's median and range over the rounds (seconds after creation), and the
+    container's CPU seconds by then (median, where the renderer logged it)."""
+    lines = ["| phase | median s | min-max s | container CPU s |", "|---|---|---|---|"]
     for phase in PHASES:
         values = [r.phases[phase] for r in rounds if phase in r.phases]
         if values:
             lines.append(
                 f"| {phase} | {statistics.median(values):.2f} | "
-                f"{min(values):.2f}-{max(values):.2f} |"
+                f"{min(values):.2f}-{max(values):.2f} | {_median_cpu(rounds, phase)} |"
             )
     owned = [r.owned_s for r in rounds]
     lines.append(
         f"| **owned** (container start to first PDF) | {statistics.median(owned):.2f} | "
-        f"{min(owned):.2f}-{max(owned):.2f} |"
+        f"{min(owned):.2f}-{max(owned):.2f} | {_median_cpu(rounds, OWNED[1])} |"
     )
     return "\n".join(lines)
+
+
+def _median_cpu(rounds: list[Round], phase: str) -> str:
+    values = [r.cpu[phase] for r in rounds if phase in r.cpu]
+    return f"{statistics.median(values):.2f}" if values else "-"

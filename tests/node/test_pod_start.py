@@ -44,7 +44,11 @@ def test_a_renderer_pod_prints_its_first_pdf_phase_by_phase(
         print(f"\nrenderer image {ref} (import into the node: {imports.get(ref, '-')} s)")
         print(podstart.table(done))
         for r in done:
-            print(json.dumps({"pod": r.pod, "create_call_s": r.create_call_s, **r.phases}))
+            print(
+                json.dumps(
+                    {"pod": r.pod, "create_call_s": r.create_call_s, **r.phases, "cpu": r.cpu}
+                )
+            )
     if out := os.environ.get("REPORTFARM_POD_START_OUT"):
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         figures = {
@@ -62,3 +66,9 @@ def test_a_renderer_pod_prints_its_first_pdf_phase_by_phase(
         assert [r.phases[p] for p in order] == sorted(r.phases[p] for p in order), r
         assert r.phases["imported"] <= r.phases["listening"] <= r.phases["first_stored"], r
         assert 0 < r.owned_s, r
+        # In the container, the phases marked as they happen carry the container's CPU, which
+        # only grows.
+        cpu_order = [p for p in order if p in r.cpu]
+        assert cpu_order == ["imported", "browser_ready", "first_receive", "first_stored"], r
+        assert [r.cpu[p] for p in cpu_order] == sorted(r.cpu[p] for p in cpu_order), r
+        assert r.owned_cpu_s is not None and 0 < r.owned_cpu_s, r

@@ -82,3 +82,38 @@ def test_a_phase_counts_once() -> None:
     timeline.mark("ready", at=109.0)
     timeline.mark("first_receive", at=102.25)
     assert timeline.since_start() == {"ready": 1.5, "first_receive": 2.25}
+
+
+def test_a_containers_cpu_is_read_from_its_cgroup_v2_or_v1(tmp_path: Path) -> None:
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.stat").write_text("usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n")
+    assert starting.cgroup_cpu_s(v2) == pytest.approx(1.234567)
+    v1 = tmp_path / "v1"
+    (v1 / "cpu,cpuacct").mkdir(parents=True)
+    (v1 / "cpu,cpuacct" / "cpuacct.usage").write_text("2500000000\n")
+    assert starting.cgroup_cpu_s(v1) == pytest.approx(2.5)
+    # A cgroup v2 without CPU accounting (no usage line), or nothing mounted: unknown, not 0.
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "cpu.stat").write_text("nr_periods 0\n")
+    assert starting.cgroup_cpu_s(tmp_path / "bare") is None
+    assert starting.cgroup_cpu_s(tmp_path / "nothing") is None
+
+
+def test_a_phase_marked_now_carries_the_containers_cpu_and_one_from_the_past_does_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    readings = iter([0.75, 1.5])
+    timeline = starting.Timeline(process_started=time.time(), cpu=lambda: next(readings))
+    with caplog.at_level("INFO", logger=starting.__name__):
+        timeline.mark("container_started", at=timeline.process_started - 0.4)
+        timeline.mark("imported")
+        timeline.mark("browser_ready")
+    lines = {r.phase: r.__dict__ for r in caplog.records}  # type: ignore[attr-defined]
+    assert "cpu_s" not in lines["container_started"]
+    assert [lines["imported"]["cpu_s"], lines["browser_ready"]["cpu_s"]] == [0.75, 1.5]
+    # Outside a container nothing reads it, and the lines say nothing about CPU.
+    caplog.clear()
+    with caplog.at_level("INFO", logger=starting.__name__):
+        starting.Timeline.from_now().mark("ready")
+    assert "cpu_s" not in caplog.records[0].__dict__
