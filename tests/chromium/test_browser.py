@@ -931,10 +931,37 @@ async def test_a_worker_runs_without_zygotes_or_a_gpu_process_and_the_driver_kee
         driver = _parent(worker.pid)  # the driver launched the browser
         environment = Path(f"/proc/{driver}/environ").read_bytes().split(b"\0")
         assert f"NODE_OPTIONS={browser.DRIVER_NODE_OPTIONS}".encode() in environment
+        assert any(e.startswith(b"NODE_COMPILE_CACHE=") for e in environment), environment
+        assert browser.COMPILE_CACHE_VAR not in os.environ
         pdf = await worker.render("<p>memory</p>", contract.PdfOptions(), javascript=False)
         assert "memory" in pdf_text(pdf)
     finally:
         await worker.close()
+
+
+@chromium
+@pytest.mark.parametrize("environment", ["default", "named", "disabled"])
+async def test_the_driver_keeps_its_compile_cache_where_the_environment_says(
+    environment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default in the user's cache folder; in the folder NODE_COMPILE_CACHE names; nowhere
+    with NODE_DISABLE_COMPILE_CACHE. Node writes it when the driver exits."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    default = Path(browser.compile_cache_dir())
+    assert default == tmp_path / "xdg" / "reportfarm" / "node-compile-cache"
+    named = tmp_path / "named"
+    if environment == "named":
+        monkeypatch.setenv(browser.COMPILE_CACHE_VAR, str(named))
+    if environment == "disabled":
+        monkeypatch.setenv("NODE_DISABLE_COMPILE_CACHE", "1")
+    async with browser.ChromiumLauncher():
+        pass
+    written = {p.parent.parent for p in tmp_path.rglob("*") if p.is_file()}
+    expected = {"default": {default}, "named": {named}, "disabled": set()}[environment]
+    assert written == expected, sorted(tmp_path.rglob("*"))
+    assert os.environ.get(browser.COMPILE_CACHE_VAR) == (
+        str(named) if environment == "named" else None
+    )
 
 
 def _command(pid: int) -> list[str]:
@@ -1009,3 +1036,22 @@ async def test_a_warm_page_whose_garbage_is_collected_stays_small_and_prints_the
             await launcher.close()
     assert texts[0] == texts[1]
     assert held[1] < 0.5 * held[0], held
+
+
+@chromium
+async def test_the_images_compile_cache_is_made_by_a_start_a_launch_and_a_print(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What Dockerfile.renderer runs at build time leaves a compile cache; read only (as in the
+    image, whose root file system is read only) Node writes none."""
+    made = tmp_path / "made"
+    monkeypatch.setenv(browser.COMPILE_CACHE_VAR, str(made))
+    await browser.warm_compile_cache(browser.system_chromium())
+    assert [p for p in made.rglob("*") if p.is_file()]
+    empty = tmp_path / "read-only"
+    empty.mkdir()
+    monkeypatch.setenv(browser.COMPILE_CACHE_VAR, str(empty))
+    monkeypatch.setenv("NODE_COMPILE_CACHE_READONLY", "1")
+    async with browser.ChromiumLauncher(executable_path=browser.system_chromium()):
+        pass
+    assert list(empty.rglob("*")) == []
