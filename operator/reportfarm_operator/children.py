@@ -159,8 +159,11 @@ def renderer_container(spec: specs.ReportPoolSpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": renderer_env(spec),
         "resources": spec.resources,
-        # Browsers launch at start: allow them a minute before liveness counts.
-        "startupProbe": probe(renderer_api.HEALTHZ_PATH, periodSeconds=2, failureThreshold=30),
+        # Browsers launch at start: allow them a minute before liveness counts. Asked every
+        # second (only until it answers): the readiness probe runs as soon as it has, so the pod
+        # is Ready, and in its Service, within a second of listening, not two
+        # (docs/node/pod-start.md).
+        "startupProbe": probe(renderer_api.HEALTHZ_PATH, periodSeconds=1, failureThreshold=60),
         # /healthz never depends on load, so a busy pod is not killed.
         "livenessProbe": probe(renderer_api.HEALTHZ_PATH, periodSeconds=10, failureThreshold=6),
         "readinessProbe": probe(renderer_api.READYZ_PATH, periodSeconds=5, failureThreshold=2),

@@ -65,11 +65,15 @@ def import_fresh(node: node_harness.Node, archive: str) -> float:
     return round(time.monotonic() - began, 1)
 
 
-def pod_manifest(image: str, *, name: str, queue: str, browsers: int) -> dict[str, Any]:
-    """The operator's renderer pod for the tests' pool with ``browsers`` browsers at start, on
-    ``queue``; labelled so that no ReplicaSet adopts it."""
+def pod_manifest(
+    image: str, *, name: str, queue: str, browsers: int, cpu: str = "1"
+) -> dict[str, Any]:
+    """The operator's renderer pod for the tests' pool with ``browsers`` browsers at start and a
+    limit of ``cpu`` CPUs, on ``queue``; labelled so that no ReplicaSet adopts it."""
+    resources = copy.deepcopy(release.report_pool(image)["spec"]["resources"])
+    resources["limits"]["cpu"] = cpu
     pool = release.report_pool(
-        image, browsersPerPod={"min": browsers, "max": browsers}, queue={
+        image, browsersPerPod={"min": browsers, "max": browsers}, resources=resources, queue={
             "name": queue, "connectionSecretRef": {"name": "storage"},
         },
     )  # fmt: skip
@@ -150,13 +154,13 @@ def _phases_from_logs(logs: str) -> tuple[dict[str, float], dict[str, float]]:
 
 def run_round(
     tools: farm.Tools, connection: str, image: str, *, name: str, browsers: int = 2,
-    timeout: float = 180.0,
+    cpu: str = "1", timeout: float = 180.0,
 ) -> Round:  # fmt: skip
     """Start one renderer pod for one waiting job; its phases. Deletes the pod after."""
     data = json.loads((release.ROOT / "examples" / "data" / "achievement.json").read_text())
     queue = name
     job_ids = asyncio.run(farm.submit(connection, queue, release.CONTAINER, "achievement", [data]))
-    manifest = pod_manifest(image, name=name, queue=queue, browsers=browsers)
+    manifest = pod_manifest(image, name=name, queue=queue, browsers=browsers, cpu=cpu)
     watch: _ReadyWatch | None = None
     try:
         began = time.time()

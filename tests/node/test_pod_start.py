@@ -5,8 +5,9 @@ In CI: one pod (two browsers) for one waiting job: every phase the renderer logs
 order, and the job is stored once. ``scripts/bench_pod_start.sh`` sets
 ``REPORTFARM_POD_START_ROUNDS=N`` (N pods one after the other) and may name other renderer images
 in ``REPORTFARM_POD_START_ARCHIVES`` (OCI archives of ``scripts/images/build.sh``, comma-separated:
-each imported fresh, its import timed, rounds interleaved between the images); it prints a table
-per image and, with ``REPORTFARM_POD_START_OUT``, writes the rounds as JSON.
+each imported fresh, its import timed, rounds interleaved between the images) and other CPU limits
+for the pods in ``REPORTFARM_POD_START_CPUS`` (default ``1``, the tests' pool's); it prints a
+table per image and limit and, with ``REPORTFARM_POD_START_OUT``, writes the rounds as JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ pytestmark = pytest.mark.timeout(1200)
 
 ROUNDS = int(os.environ.get("REPORTFARM_POD_START_ROUNDS", "1"))
 ARCHIVES = [a for a in os.environ.get("REPORTFARM_POD_START_ARCHIVES", "").split(",") if a]
+CPUS = os.environ.get("REPORTFARM_POD_START_CPUS", "1").split(",")
+"""The pods' CPU limits (comma-separated: each image's rounds at each, interleaved)."""
 
 
 def test_a_renderer_pod_prints_its_first_pdf_phase_by_phase(
@@ -36,12 +39,16 @@ def test_a_renderer_pod_prints_its_first_pdf_phase_by_phase(
     for archive in ARCHIVES:
         imports[podstart.archive_ref(archive)] = podstart.import_fresh(node, archive)
         refs[podstart.archive_ref(archive)] = None
-    rounds: dict[str, list[podstart.Round]] = {ref: [] for ref in refs}
+    sides = [(ref, cpu) for ref in refs for cpu in CPUS]
+    rounds: dict[tuple[str, str], list[podstart.Round]] = {side: [] for side in sides}
     for i in range(ROUNDS):
-        for n, ref in enumerate(refs):
-            rounds[ref].append(podstart.run_round(tools, connection, ref, name=f"podstart-{n}-{i}"))
-    for ref, done in rounds.items():
-        print(f"\nrenderer image {ref} (import into the node: {imports.get(ref, '-')} s)")
+        for n, (ref, cpu) in enumerate(sides):
+            rounds[ref, cpu].append(
+                podstart.run_round(tools, connection, ref, name=f"podstart-{n}-{i}", cpu=cpu)
+            )
+    for (ref, cpu), done in rounds.items():
+        imported = imports.get(ref, "-")
+        print(f"\nrenderer image {ref}, limit {cpu} CPU (import into the node: {imported} s)")
         print(podstart.table(done))
         for r in done:
             print(
@@ -52,8 +59,8 @@ def test_a_renderer_pod_prints_its_first_pdf_phase_by_phase(
     if out := os.environ.get("REPORTFARM_POD_START_OUT"):
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         figures = {
-            ref: {"import_s": imports.get(ref), "rounds": [r.__dict__ for r in done]}
-            for ref, done in rounds.items()
+            f"{ref} cpu={cpu}": {"import_s": imports.get(ref), "rounds": [r.__dict__ for r in done]}
+            for (ref, cpu), done in rounds.items()
         }
         Path(out).write_text(json.dumps(figures, indent=1))
     for r in [r for done in rounds.values() for r in done]:

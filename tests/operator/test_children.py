@@ -174,6 +174,10 @@ def test_probes_ports_and_mounts() -> None:
     assert renderer["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert renderer["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert renderer["startupProbe"]["httpGet"]["path"] == "/healthz"
+    # Asked every second while the pod starts (Ready within a second of listening), for a minute.
+    startup = renderer["startupProbe"]
+    assert startup["periodSeconds"] == 1
+    assert startup["periodSeconds"] * startup["failureThreshold"] == 60
     mounts = {m["name"]: m["mountPath"] for m in renderer["volumeMounts"]}
     assert mounts["templates"] == specs.TEMPLATES_PATH
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
