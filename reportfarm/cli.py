@@ -186,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (one branch per co
 
     logs.configure()
     if args.command == "worker":
-        from reportfarm_renderer import service
+        from reportfarm_renderer import launching
 
-        return service.main(template_dir=args.templates, pool_size=args.pool_size, port=args.port)
+        return launching.main(template_dir=args.templates, pool_size=args.pool_size, port=args.port)
     if args.command == "submit":
         from reportfarm import submitting
 

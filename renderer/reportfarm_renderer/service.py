@@ -1,5 +1,6 @@
-"""The renderer service: templates, browser pool, storage, queue worker and HTTP, started in that
-order (each fails start-up clearly), stopped in reverse, draining on SIGTERM."""
+"""The renderer service: the first browser (launching from the start), templates, storage, queue
+worker and HTTP, started in that order (each fails start-up clearly), stopped in reverse, draining
+on SIGTERM. ``reportfarm worker`` starts here through :mod:`.launching`."""
 
 from __future__ import annotations
 
@@ -10,16 +11,15 @@ import functools
 import logging
 import signal
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from aiohttp import web
 
-from reportfarm import azurite, carrying, contract, loops, netpolicy
+from reportfarm import azurite, carrying, contract
 from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
-from reportfarm_renderer import browser, http, lag, network, starting, templates
+from reportfarm_renderer import http, lag, launching, starting, templates
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.finishing import keys, processes, signers
 from reportfarm_renderer.hints import DoneHints
@@ -49,48 +49,34 @@ class Renderer:
 
 @contextlib.asynccontextmanager
 async def running(
-    settings: RendererSettings, *, timeline: starting.Timeline | None = None
+    settings: RendererSettings,
+    *,
+    timeline: starting.Timeline | None = None,
+    first: launching.FirstBrowser | None = None,
 ) -> AsyncIterator[Renderer]:
     """Start everything; on exit, drain the worker within the grace period and stop.
 
-    The first browser launches while storage is opened, and the renderer takes jobs as soon as it
+    The first browser launches while storage is opened (or, given ``first``, it was launched
+    while this module imported: ``reportfarm worker``), and the renderer takes jobs as soon as it
     can print: the pool's other browsers launch in the background (the pool's resize)."""
     timeline = timeline or starting.Timeline.from_now()
-    if not settings.storage.configured:
-        raise SystemExit(
-            f"neither {common.CONNECTION_STRING_VAR} nor {common.ACCOUNT_URL_VAR} is set (a worker "
-            "needs storage; `reportfarm up` starts Azurite for you)"
-        )
-    catalog = templates.TemplateCatalog.load(settings.templates)
-    logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
-    metrics = RendererMetrics()
-    key = carrying.key_for(settings.storage.connection_string)
-    parts = http.Parts(metrics=metrics, admin_token=settings.admin_token, handoff_key=key)
     async with contextlib.AsyncExitStack() as stack:
-        launcher = browser.ChromiumLauncher(
-            executable_path=settings.chromium_path,
-            guard=network.NetworkGuard(
-                policy=netpolicy.NetworkPolicy.for_documents(settings.allowed_hosts),
-                events=metrics,
-            ),
-            launch_timeout=settings.launch_timeout,
-            collect_every=settings.collect_every,
-        )
-        stack.push_async_callback(launcher.close)
-        pool = pooling.BrowserPool(
-            functools.partial(launcher.new_worker, pages=settings.pages_per_browser),
-            size=min(settings.pool_size, 1),
-            pages_per_worker=settings.pages_per_browser,
-            borrow_timeout=settings.borrow_timeout,
-            launch_timeout=settings.launch_timeout,
-            render_timeout=settings.render_timeout,
-            recycle_after_jobs=settings.recycle_after_jobs,
-            recycle_rss_bytes=settings.recycle_rss_bytes,
-            events=metrics,
-        )
-        stack.push_async_callback(pool.close)
-        first_browser = asyncio.create_task(_first_browser(launcher, pool), name="first-browser")
-        stack.push_async_callback(_cancel, first_browser)  # start-up failed below: stop it
+        if first is not None:
+            stack.push_async_callback(first.close)
+        if not settings.storage.configured:
+            raise SystemExit(
+                f"neither {common.CONNECTION_STRING_VAR} nor {common.ACCOUNT_URL_VAR} is set (a "
+                "worker needs storage; `reportfarm up` starts Azurite for you)"
+            )
+        catalog = templates.TemplateCatalog.load(settings.templates)
+        logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
+        metrics = first.metrics if first is not None else RendererMetrics()
+        key = carrying.key_for(settings.storage.connection_string)
+        parts = http.Parts(metrics=metrics, admin_token=settings.admin_token, handoff_key=key)
+        if first is None:
+            first = launching.FirstBrowser.launch(settings, metrics)
+            stack.push_async_callback(first.close)
+        pool = first.pool
         # The signing key is read once, while the first browser launches: a key that cannot be used
         # stops the renderer here, with its reason, instead of failing every job that asks for a
         # signature.
@@ -139,7 +125,7 @@ async def running(
             finishers=finishers,
         )
         stack.push_async_callback(runner.hints.close)
-        await first_browser
+        await first.launching
         timeline.mark("browser_ready")
         parts.pool = pool
         await pool.resize(settings.pool_size)  # the others launch in the background
@@ -178,17 +164,6 @@ async def running(
                 await asyncio.wait_for(loop_task, timeout=15)
 
 
-async def _first_browser(launcher: browser.ChromiumLauncher, pool: pooling.BrowserPool) -> None:
-    await launcher.start()
-    await pool.start()
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-
-
 def _bound_port(app_runner: web.AppRunner, fallback: int) -> int:
     for address in app_runner.addresses:
         if isinstance(address, tuple):
@@ -206,13 +181,18 @@ async def _sample_memory(pool: pooling.BrowserPool, metrics: RendererMetrics) ->
         await asyncio.sleep(MEMORY_SAMPLE_S)
 
 
-async def serve(settings: RendererSettings, *, timeline: starting.Timeline | None = None) -> None:
+async def serve(
+    settings: RendererSettings,
+    *,
+    timeline: starting.Timeline | None = None,
+    first: launching.FirstBrowser | None = None,
+) -> None:
     """Run until SIGTERM or SIGINT, then drain."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with running(settings, timeline=timeline):
+    async with running(settings, timeline=timeline, first=first):
         await stop.wait()
         logger.info("stop signal received: draining")
 
@@ -224,22 +204,3 @@ STARTUP_ERRORS = (
     common.SettingsError,
     keys.SignerError,
 )
-
-
-def main(*, template_dir: Path | None, pool_size: int | None, port: int | None) -> int:
-    timeline = starting.Timeline.begin()
-    timeline.mark("imported")
-    overrides: dict[str, object] = {}
-    if template_dir is not None:
-        overrides["templates"] = template_dir
-    if pool_size is not None:
-        overrides["pool_size"] = pool_size
-    if port is not None:
-        overrides["port"] = port
-    settings = RendererSettings.from_env(**overrides)
-    try:
-        loops.run(serve(settings, timeline=timeline))
-    except STARTUP_ERRORS as error:
-        logger.error("start-up failed: %s", error)
-        return 1
-    return 0
