@@ -97,7 +97,16 @@ async def wait_for(predicate, *, timeout: float = 60.0, every: float = 0.2):  # 
 class WorkerProcess:
     """``reportfarm worker`` as a real OS process (for SIGTERM and kill -9)."""
 
-    def __init__(self, storage: StorageSettings, templates: Path, log: Path, **env: str) -> None:
+    def __init__(
+        self,
+        storage: StorageSettings,
+        templates: Path,
+        log: Path,
+        *,
+        affinity: set[int] | None = None,
+        **env: str,
+    ) -> None:
+        """``affinity``: the CPUs the worker may run on (default: this process's)."""
         self.port = azurite.free_port()
         self.log = log
         environment = dict(os.environ)
@@ -118,6 +127,7 @@ class WorkerProcess:
             stdout=log.open("ab"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=None if affinity is None else lambda: os.sched_setaffinity(0, affinity),
         )
 
     def signal(self, signum: int) -> None:

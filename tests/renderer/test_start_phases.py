@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from reportfarm_renderer import starting
+from reportfarm_renderer import cpus as cgroup
+from reportfarm_renderer import launching, starting
 
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
@@ -25,17 +26,24 @@ def _phases(log: Path) -> list[dict[str, object]]:
     return [line for line in lines if line.get("message") == starting.LOG_MESSAGE]
 
 
+@pytest.mark.parametrize("cpus", [1, 2])
 async def test_a_worker_logs_its_start_phase_by_phase_up_to_its_first_pdf(
+    cpus: int,
     storage: StorageSettings,
     template_dir: Path,
     client: ReportFarmClient,
     worker_process: type[WorkerProcess],
     tmp_path: Path,
 ) -> None:
+    """On one CPU the renderer imports, then launches; on two (and no quota below that) its first
+    browser launches while the rest imports (``reportfarm_renderer.launching``)."""
+    if len(os.sched_getaffinity(0)) < cpus:
+        pytest.skip(f"needs {cpus} CPUs")
     job_id = await client.submit(Submission(template="plain", data={"name": "start"}))
     log = tmp_path / "worker.log"
     before = time.time()
-    worker = worker_process(storage, template_dir, log, REPORTFARM_POOL_SIZE="2")
+    affinity = set(sorted(os.sched_getaffinity(0))[:cpus])
+    worker = worker_process(storage, template_dir, log, affinity=affinity, REPORTFARM_POOL_SIZE="2")
     results = await client.wait([job_id], timeout_s=120, poll_s=0.2)
     assert job_result_ok(results[job_id])
     # The result record is written before the worker logs the job done: wait for that line.
@@ -64,6 +72,12 @@ async def test_a_worker_logs_its_start_phase_by_phase_up_to_its_first_pdf(
     # The first browser printed while the second launched: the pool said so when it started.
     lines = log.read_text()
     assert "first browser ready, 1 more launching" in lines
+    overlapped = "the first browser launches while the renderer imports" in lines
+    in_turn = "the renderer imports, then its first browser launches" in lines
+    # The worker's CPUs: those it may run on, bounded by a quota (a CI runner's container).
+    theirs = min(cpus, cgroup.quota() or cpus)
+    expected = theirs >= launching.OVERLAP_CPUS
+    assert (overlapped, in_turn) == (expected, not expected)
 
 
 def test_a_process_start_comes_from_the_kernel_not_from_the_clock_now() -> None:
