@@ -443,8 +443,12 @@ async def test_a_warm_page_killed_while_idle_is_renewed_before_the_next_job(
 ) -> None:
     factory = Tracked(launcher, pages=pages)
     async with make_pool(factory, pages_per_worker=pages) as pool:
-        assert "before" in pdf_text(await pool.render("<p>before</p>", OPTIONS))
+        # every page open and warm (a browser opens its second when two documents come at once)
+        before = [pool.render(f"<p>before {n}</p>", OPTIONS) for n in range(pages)]
+        for n, pdf in enumerate(await asyncio.gather(*before)):
+            assert f"before {n}" in pdf_text(pdf)
         worker = factory.workers[0]
+        assert worker.opened == pages
         killed = renderer_processes(worker.pid or 0)
         assert len(killed) >= pages, "no renderer process per page found under the browser"
         for pid in killed:
@@ -469,14 +473,33 @@ async def test_the_pages_of_a_browser_print_at_once_each_with_its_own_renderer(
     factory = Tracked(launcher, pages=3)
     async with make_pool(factory, pages_per_worker=3) as pool:
         worker = factory.workers[0]
-        # one at least per page (Chromium may keep spares besides)
-        assert len(renderer_processes(worker.pid or 0)) >= 3
+        # It starts with one warm page; the others open when documents come at once.
+        assert worker.opened == 1
+        started_with = len(renderer_processes(worker.pid or 0))
         jobs = [pool.render(f"<p>page job {n}</p>", OPTIONS) for n in range(3)]
         rendering = asyncio.gather(*jobs)
         await wait_until(lambda: pool.renders == 3 or rendering.done())
         for n, pdf in enumerate(await rendering):
             assert f"page job {n}" in pdf_text(pdf)
         assert len(factory.workers) == 1 and worker.jobs_done == 3
+        assert worker.opened == 3
+        # one renderer more per page opened (Chromium may keep spares besides)
+        assert len(renderer_processes(worker.pid or 0)) >= started_with + 2
+        # The pages stay warm: three more at once open none.
+        await asyncio.gather(*(pool.render(f"<p>{n}</p>", OPTIONS) for n in range(3)))
+        assert worker.opened == 3 and worker.jobs_done == 6
+
+
+@chromium
+async def test_a_browser_that_prints_one_at_a_time_opens_one_page(
+    launcher: browser.ChromiumLauncher,
+) -> None:
+    factory = Tracked(launcher, pages=2)
+    async with make_pool(factory, pages_per_worker=2) as pool:
+        for n in range(4):
+            assert f"one {n}" in pdf_text(await pool.render(f"<p>one {n}</p>", OPTIONS))
+        worker = factory.workers[0]
+        assert worker.opened == 1 and worker.jobs_done == 4
 
 
 @chromium
@@ -922,6 +945,12 @@ async def test_a_worker_runs_without_zygotes_or_a_gpu_process_and_the_driver_kee
     worker = await launcher.new_worker(pages=2)
     try:
         assert worker.pid is not None
+        # its second page opens when two documents come at once
+        both = [
+            worker.render(f"<p>{n}</p>", contract.PdfOptions(), javascript=False) for n in (1, 2)
+        ]
+        await asyncio.gather(*both)
+        assert worker.opened == 2
         kinds = collections.Counter(
             next((a for a in _command(pid) if a.startswith("--type=")), "browser")
             for pid in browser.marked_tree_pids(worker._marker)
