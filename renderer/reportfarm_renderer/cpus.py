@@ -44,6 +44,23 @@ def pod_cpus(root: Path = CGROUP_ROOT) -> float:
     return cores if limit is None else max(0.01, min(limit, cores))
 
 
+def used_s(root: Path = CGROUP_ROOT) -> float | None:
+    """CPU seconds this process's cgroup has used (in a container, the container's: every
+    process in it), from cgroup v2 (``cpu.stat``'s ``usage_usec``) or v1 (``cpuacct.usage``,
+    nanoseconds), looked for where :func:`quota` looks; None where none is readable."""
+    for folder in [*_folders(root), root / "cpuacct"]:
+        v1 = folder / "cpuacct.usage"
+        if v1.is_file():
+            return int(v1.read_text().strip()) / 1e9
+        v2 = folder / "cpu.stat"
+        if v2.is_file():
+            usage = [line.split()[1] for line in v2.read_text().splitlines()
+                     if line.startswith("usage_usec ")]  # fmt: skip
+            if usage:
+                return int(usage[0]) / 1e6
+    return None
+
+
 def whole(cpus: float) -> int:
     """Processes to keep ``cpus`` busy: rounded up (1.5 CPUs: 2), at least one."""
     return max(1, math.ceil(cpus - 1e-9))

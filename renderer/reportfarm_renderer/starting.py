@@ -20,6 +20,8 @@ import typing
 from collections.abc import Callable
 from pathlib import Path
 
+from reportfarm_renderer import cpus
+
 logger = logging.getLogger(__name__)
 
 Phase = typing.Literal[
@@ -37,29 +39,6 @@ PHASES: tuple[Phase, ...] = typing.get_args(Phase)
 ``browser_ready`` and ``first_receive``: the queue and the browsers start side by side)."""
 
 LOG_MESSAGE = "start phase"
-
-CGROUP_CPU_FILES = (
-    ("cpu.stat", 1e-6),  # cgroup v2 (its namespace: the container's own), usage_usec
-    ("cpuacct/cpuacct.usage", 1e-9),  # cgroup v1, nanoseconds
-    ("cpu,cpuacct/cpuacct.usage", 1e-9),
-)
-
-
-def cgroup_cpu_s(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """CPU seconds the cgroup mounted at ``root`` has used (in a container, the container's);
-    None where no CPU accounting is readable."""
-    for name, scale in CGROUP_CPU_FILES:
-        try:
-            text = (root / name).read_text()
-        except OSError:
-            continue
-        if name == "cpu.stat":
-            usage = dict(line.split(maxsplit=1) for line in text.splitlines() if " " in line)
-            if "usage_usec" not in usage:
-                continue
-            return int(usage["usage_usec"]) * scale
-        return int(text.strip()) * scale
-    return None
 
 
 def started_at(pid: int | str = "self") -> float | None:
@@ -91,7 +70,7 @@ class Timeline:
         now = time.time()
         timeline = cls(process_started=started_at() or now)
         if os.getppid() == 1 and (container := started_at(1)) is not None:
-            timeline.cpu = cgroup_cpu_s
+            timeline.cpu = cpus.used_s
             timeline.mark("container_started", at=container)
         timeline.mark("process_started", at=timeline.process_started)
         return timeline

@@ -102,16 +102,16 @@ def test_a_containers_cpu_is_read_from_its_cgroup_v2_or_v1(tmp_path: Path) -> No
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / "cpu.stat").write_text("usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n")
-    assert starting.cgroup_cpu_s(v2) == pytest.approx(1.234567)
+    assert cgroup.used_s(v2) == pytest.approx(1.234567)
     v1 = tmp_path / "v1"
     (v1 / "cpu,cpuacct").mkdir(parents=True)
     (v1 / "cpu,cpuacct" / "cpuacct.usage").write_text("2500000000\n")
-    assert starting.cgroup_cpu_s(v1) == pytest.approx(2.5)
+    assert cgroup.used_s(v1) == pytest.approx(2.5)
     # A cgroup v2 without CPU accounting (no usage line), or nothing mounted: unknown, not 0.
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "cpu.stat").write_text("nr_periods 0\n")
-    assert starting.cgroup_cpu_s(tmp_path / "bare") is None
-    assert starting.cgroup_cpu_s(tmp_path / "nothing") is None
+    assert cgroup.used_s(tmp_path / "bare") is None
+    assert cgroup.used_s(tmp_path / "nothing") is None
 
 
 def test_a_phase_marked_now_carries_the_containers_cpu_and_one_from_the_past_does_not(
