@@ -7,7 +7,12 @@ pod's creation and its Ready condition, which only the API server and the kubele
 
 In a container, the process's parent is PID 1 (tini): its start is when the container started, and
 ``container_started`` is logged (negative ``since_start_s``: before this process).
-``reportfarm pod-start`` (scripts/pod_start.py on the real node) collects these lines.
+On the real node, ``scripts/bench_pod_start.sh`` (``tests/node/podstart.py``) collects these lines.
+
+In a container, a line marked as it happens also carries ``cpu_s``: the CPU the container (its
+cgroup: tini, Python, the driver, Chromium) has used since it started
+(:func:`reportfarm_renderer.cpus.used_s`), so that a start can be told CPU-bound (as many CPU
+seconds as wall seconds, on a pod of one CPU) from one that waits.
 """
 
 from __future__ import annotations
