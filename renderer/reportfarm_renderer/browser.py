@@ -690,12 +690,12 @@ def compile_cache_dir() -> str:
 
 
 async def warm_compile_cache(executable_path: str | None = None) -> None:
-    """Start the driver, launch a browser, print a page, stop: the driver
-    compiles what a renderer's start and its prints run, and Node writes the compile cache (where
+    """Start the driver, launch a browser, print a page, stop: the driver compiles what a
+    renderer's start and its prints run, and Node writes the compile cache (where
     :data:`COMPILE_CACHE_VAR` says) as the driver exits. The renderer image runs this at build
     time, as the user it runs as (the cache is kept per user)."""
     async with ChromiumLauncher(executable_path=executable_path) as launcher:
-        worker = await launcher.new_worker(pages=2)
+        worker = await launcher.new_worker()
         try:
             await worker.render("<p>compile cache</p>", contract.PdfOptions(), javascript=False)
         finally:
