@@ -183,11 +183,23 @@ def test_an_existing_pool_survives_the_next_crd_version(
             capture_output=True, text=True, check=True, timeout=120, input=stdin,
         ).stdout  # fmt: skip
 
+    said: list[str] = []
+
+    def established(name: str) -> bool:
+        """kubectl wait, asked again while it fails: just after the apply it has answered an
+        error at once (CI, once), where the CRD was only not yet there to wait on."""
+        done = subprocess.run(
+            [str(kube_bin / "kubectl"), f"--kubeconfig={plane.kubeconfig}", "wait",
+             "--for=condition=Established", "--timeout=20s", f"crd/{name}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        said.append(done.stderr.strip())
+        return done.returncode == 0
+
     current = yaml.safe_load(CRD.read_text())
     kubectl("apply", "--server-side", "-f", str(CRD))
-    kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{current['metadata']['name']}"
-    )
+    name = current["metadata"]["name"]
+    eventually("the CRD Established", lambda: established(name), detail=lambda: said[-1])
     kubectl("create", "namespace", "upgrade")
     with kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig)) as api:
         pool = pools.Pool(api, "upgrade", "kept")
@@ -201,11 +213,8 @@ def test_an_existing_pool_survives_the_next_crd_version(
             kubectl(
                 "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump(pair)
             )
-            kubectl(
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/reportpools.reportfarm.io",
+            eventually(
+                "the new CRD Established", lambda: established(name), detail=lambda: said[-1]
             )
             as_new = yaml.safe_load(kubectl("get", f"reportpools.{NEXT}.reportfarm.io", "kept",
                                             "-n", "upgrade", "-o", "yaml"))  # fmt: skip
