@@ -677,7 +677,7 @@ anonymous memory 63-64 MiB instead of 88-94."""
 
 COMPILE_CACHE_VAR = "NODE_COMPILE_CACHE"
 """Node's module compile cache (V8's code cache of the driver's JavaScript, on disk): the driver
-starts in ~0.2 s of CPU instead of ~0.3 (docs/node/pod-start.md). The renderer image ships one,
+starts in ~0.23 s of CPU instead of ~0.28 (docs/node/pod-start.md). The renderer image ships one,
 made at build time for its user and read only (``NODE_COMPILE_CACHE_READONLY``); elsewhere the
 driver keeps one in :func:`compile_cache_dir` unless the environment names its own or sets
 ``NODE_DISABLE_COMPILE_CACHE``."""
