@@ -426,6 +426,9 @@ class OperatorRig:
         self.observations = 0
         self.violations: list[str] = []
         self.unreachable_seen = 0
+        self.ran_pods = False
+        """Whether the pool has had pods: an unreadable queue keeps the size, so a pool whose first
+        decisions came while the queue was unreadable stays at the 0 it never left."""
 
     def start(self) -> None:
         if str(ROOT) not in sys.path:  # `python scripts/soak.py`: the test harness is not installed
@@ -522,8 +525,8 @@ class OperatorRig:
         return dict(pool.get("status") or {})
 
     def observe(self, pending: int) -> None:
-        """One look at the status: scaled to zero while the operator saw work queued, or while
-        the queue was unreadable and work was pending, is a violation."""
+        """One look at the status: scaled to zero while the operator saw work queued, or (from
+        pods it had) while the queue was unreadable and work was pending, is a violation."""
         status = self.status()
         if "lastDecision" not in status:
             return
@@ -532,7 +535,9 @@ class OperatorRig:
         reachable = conditions.get("QueueReachable", {}).get("status") == "True"
         self.unreachable_seen += not reachable
         depth = status.get("queueDepth")
-        if status.get("replicas") == 0 and ((depth or 0) > 0 or (not reachable and pending > 0)):
+        self.ran_pods = self.ran_pods or (status.get("replicas") or 0) > 0
+        blind_to_zero = not reachable and pending > 0 and self.ran_pods
+        if status.get("replicas") == 0 and ((depth or 0) > 0 or blind_to_zero):
             decision = status["lastDecision"]
             self.violations.append(
                 f"replicas 0 at {decision.get('time')} ({decision.get('reason')}): "
