@@ -6,7 +6,8 @@ what a launch needs (Playwright, the pool, the settings, the metrics), starts th
 pool's first browser on the event loop, and imports the rest of the renderer (storage, templates,
 HTTP, finishing: :mod:`.service`) in a thread meanwhile, on a pod of at least
 :data:`OVERLAP_CPUS` CPUs. There the two overlap (the driver and Chromium are other processes):
-measured on the real node with a limit of 2 CPUs, container start to first PDF 1.14 -> 1.02 s.
+on the real node with a limit of 2 CPUs, container start to first PDF went 1.19 -> 0.95 s with
+this and the image's other start changes together (docs/node/pod-start.md, "Latest round").
 On one CPU they can only take turns, and the thread's switches cost more than they save (1.45 ->
 1.51 s, 0.06 s more CPU): there the service imports first and the browser launches after, as
 before.

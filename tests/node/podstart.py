@@ -70,13 +70,12 @@ def pod_manifest(
 ) -> dict[str, Any]:
     """The operator's renderer pod for the tests' pool with ``browsers`` browsers at start and a
     limit of ``cpu`` CPUs, on ``queue``; labelled so that no ReplicaSet adopts it."""
-    resources = copy.deepcopy(release.report_pool(image)["spec"]["resources"])
-    resources["limits"]["cpu"] = cpu
     pool = release.report_pool(
-        image, browsersPerPod={"min": browsers, "max": browsers}, resources=resources, queue={
+        image, browsersPerPod={"min": browsers, "max": browsers}, queue={
             "name": queue, "connectionSecretRef": {"name": "storage"},
         },
     )  # fmt: skip
+    pool["spec"]["resources"]["limits"]["cpu"] = cpu
     pool["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
     body = kopf.Body(pool)
     spec = specs.parse(pool["spec"])

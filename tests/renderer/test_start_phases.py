@@ -107,6 +107,13 @@ def test_a_containers_cpu_is_read_from_its_cgroup_v2_or_v1(tmp_path: Path) -> No
     (v1 / "cpu,cpuacct").mkdir(parents=True)
     (v1 / "cpu,cpuacct" / "cpuacct.usage").write_text("2500000000\n")
     assert cgroup.used_s(v1) == pytest.approx(2.5)
+    # cgroup v1 with the cpu and cpuacct controllers mounted apart: the accounting is cpuacct's.
+    split = tmp_path / "v1-split"
+    (split / "cpu").mkdir(parents=True)
+    (split / "cpu" / "cpu.cfs_quota_us").write_text("100000\n")
+    (split / "cpuacct").mkdir()
+    (split / "cpuacct" / "cpuacct.usage").write_text("750000000\n")
+    assert cgroup.used_s(split) == pytest.approx(0.75)
     # A cgroup v2 without CPU accounting (no usage line), or nothing mounted: unknown, not 0.
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "cpu.stat").write_text("nr_periods 0\n")
