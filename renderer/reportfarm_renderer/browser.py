@@ -58,7 +58,7 @@ import secrets
 import shutil
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 # The error Playwright raises when the page, its context or the browser has gone; not re-exported
 # by playwright.async_api (1.65), and the one sure sign that the failure is not the document's.
@@ -132,6 +132,9 @@ class PageCrashed(RuntimeError):
         super().__init__(f"the page crashed while {step}: {message}")
         self.step = step
         self.message = message
+
+
+_T = TypeVar("_T")
 
 
 class BrowserGone(RuntimeError):
@@ -407,7 +410,11 @@ class ChromiumWorker:
         _check_margins(options)
         if javascript:
             return await self._render(html, options, None, sink)
-        warm = self._free.pop() if self._free else await self._another_warm_page()
+        # A page opened for this job opens under the same watch as a render: a browser killed
+        # meanwhile is a crash, not a hang charged to the document as a render timeout.
+        warm = (
+            self._free.pop() if self._free else await self._unless_gone(self._another_warm_page())
+        )
         try:
             return await self._render(html, options, warm, sink)
         finally:
@@ -472,11 +479,12 @@ class ChromiumWorker:
                 raise RuntimeError(f"browser pid {self.pid}: the warm page could not be renewed")
         return await self._unless_gone(self._render_warm(warm, html, options, sink))
 
-    async def _unless_gone(self, rendering: Coroutine[Any, Any, bytes | None]) -> bytes | None:
-        """Run the render while the browser process lives. A browser killed mid-render is not
-        always seen by the driver (a child that outlives it can hold the pipe open, measured:
-        the render then hangs until the pool's timeout and would be charged to the document as a
-        render timeout): the process itself is checked every :data:`_LIVENESS_S`."""
+    async def _unless_gone(self, rendering: Coroutine[Any, Any, _T]) -> _T:
+        """Run the render (or a page's opening) while the browser process lives. A browser
+        killed mid-render is not always seen by the driver (a child that outlives it can hold
+        the pipe open, measured: the render then hangs until the pool's timeout and would be
+        charged to the document as a render timeout): the process itself is checked every
+        :data:`_LIVENESS_S`."""
         work = asyncio.ensure_future(rendering)
         try:
             while True:
