@@ -825,3 +825,69 @@ def test_the_streams_floor_only_stops_shrinks(
         return
     assert without.replicas <= within.replicas <= max(without.replicas, last[0])
     assert pool.fewest_browsers <= within.browsers_per_pod <= pool.browsers_that_fit
+
+
+def _stream(
+    busy: float, *, now: float, render_s: float = 2.0, waiting: int = 0
+) -> policy.Observation:
+    """A stream of ``busy`` browsers' worth read at ``now``: as many queued (in flight) plus
+    ``waiting``, and the renders a 5 s tick completes at that concurrency."""
+    return policy.Observation(
+        now=now,
+        queue_depth=round(busy) + waiting,
+        ready_replicas=20,
+        browsers_per_pod=4,
+        busy_browsers=round(busy),
+        mean_render_s=render_s,
+        completed=round(busy / render_s * 5),
+    )
+
+
+def _ride(pool: policy.PoolSpec, levels: list[float], **waiting: int) -> list[policy.Decision]:
+    """Decide every 5 s on a stream at ``levels``; ``waiting`` maps a tick's index (as a
+    string, ``t7=30``) to jobs waiting then."""
+    memory = policy.State(replicas=20, browsers_per_pod=4, last_work_at=NOW)
+    decisions = []
+    for tick, busy in enumerate(levels):
+        seen = _stream(busy, now=NOW + 5 * tick, waiting=waiting.get(f"t{tick}", 0))
+        decisions.append(policy.decide(seen, pool, memory))
+        memory = decisions[-1].state
+    return decisions
+
+
+def test_a_rising_stream_is_sized_where_it_will_be_when_a_new_pod_is_ready() -> None:
+    """A stream rising by 0.1 browsers a second (0.5 a tick), never backlogged: its trend is read
+    from the stream's average between decisions, and the steady need (what the window holds)
+    moves by it over a pod's start (20 s: ~2 browsers, ~2.4 at a utilization of 0.85); off
+    (``stream_trend_s`` 0), it is the moving average, ~20 s behind the stream. Falling, the
+    steady need moves down by as much."""
+
+    def steady(decision: policy.Decision) -> int:
+        return decision.state.window[-1][1]  # the newest entry: this decision's steady need
+
+    rising = [10 + 0.5 * tick for tick in range(60)]
+    ahead = _ride(policy.PoolSpec(), rising)
+    behind = _ride(policy.PoolSpec(stream_trend_s=0), rising)
+    trend = ahead[-1].state.stream_trend
+    assert trend is not None and 0.07 < trend < 0.13
+    assert behind[-1].state.stream_trend is None
+    assert 2 <= steady(ahead[-1]) - steady(behind[-1]) <= 4
+    falling = _ride(policy.PoolSpec(), rising[::-1])
+    without = _ride(policy.PoolSpec(stream_trend_s=0), rising[::-1])
+    trend = falling[-1].state.stream_trend
+    assert trend is not None and -0.13 < trend < -0.07
+    assert 2 <= steady(without[-1]) - steady(falling[-1]) <= 4
+
+
+def test_a_backlog_and_the_decision_after_it_do_not_move_the_streams_trend() -> None:
+    """A backlog's drain is not the stream's rise: the trend is held at a decision with a backlog
+    waiting and at the one after it (the stream's average sampled again there jumps from the
+    value held through the backlog), and sampled again from the next."""
+    levels = [10.0] * 8 + [30.0] * 4 + [10.0] * 4
+    decisions = _ride(policy.PoolSpec(), levels, t8=60, t9=60, t10=60, t11=60)
+    trends = [decision.state.stream_trend for decision in decisions]
+    assert trends[7] is not None and abs(trends[7]) < 0.05
+    assert trends[8:13] == [trends[7]] * 5  # held: backlogged ticks, then the tick after them
+    assert trends[13] != trends[7]  # sampled again
+    restored = policy.State.from_dict(json.loads(json.dumps(decisions[7].state.to_dict())))
+    assert restored.stream_trend == trends[7]
