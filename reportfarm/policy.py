@@ -969,7 +969,7 @@ def _stream_average(
 def _ahead(average: float | None, trend: float | None, *, spec: PoolSpec) -> float | None:
     """The steady concurrency to size for: ``average`` moved by the stream's trend over a pod's
     start (``PoolSpec.stream_trend_s``), never below 0."""
-    if average is None or trend is None:
+    if average is None or trend is None or not spec.stream_trend_s:
         return average
     return max(0.0, average + trend * spec.pod_start_s)
 

@@ -43,8 +43,10 @@ def track(
     drains alone, until ``now + drained_backlog_hold_s``.
     """
     recurring = spec.recurring_backlog_hold_s > 0
-    if (not recurring and spec.drained_backlog_hold_s <= 0) or backlogged is None:
+    if backlogged is None:
         return state
+    if not recurring and spec.drained_backlog_hold_s <= 0:  # no hold: whether one waited only
+        return dataclasses.replace(state, backlogged=backlogged)
     hold = state.hold if state.hold is not None and state.hold[0] > now else None
     if backlogged:
         starts = state.backlogs

@@ -879,12 +879,14 @@ def test_a_rising_stream_is_sized_where_it_will_be_when_a_new_pod_is_ready() -> 
     assert 2 <= steady(without[-1]) - steady(falling[-1]) <= 4
 
 
-def test_a_backlog_and_the_decision_after_it_do_not_move_the_streams_trend() -> None:
+@pytest.mark.parametrize("hold_s", [5.0, 0.0], ids=["drained-hold", "no-hold"])
+def test_a_backlog_and_the_decision_after_it_do_not_move_the_streams_trend(hold_s: float) -> None:
     """A backlog's drain is not the stream's rise: the trend is held at a decision with a backlog
     waiting and at the one after it (the stream's average sampled again there jumps from the
     value held through the backlog), and sampled again from the next."""
     levels = [10.0] * 8 + [30.0] * 4 + [10.0] * 4
-    decisions = _ride(policy.PoolSpec(), levels, t8=60, t9=60, t10=60, t11=60)
+    pool = policy.PoolSpec(drained_backlog_hold_s=hold_s)
+    decisions = _ride(pool, levels, t8=60, t9=60, t10=60, t11=60)
     trends = [decision.state.stream_trend for decision in decisions]
     assert trends[7] is not None and abs(trends[7]) < 0.05
     assert trends[8:13] == [trends[7]] * 5  # held: backlogged ticks, then the tick after them
