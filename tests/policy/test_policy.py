@@ -415,6 +415,8 @@ def test_no_pod_whose_job_would_outlive_its_drain_goes_before_one_whose_would_no
     last=st.tuples(st.integers(0, 30), st.integers(1, 8)),
     min_replicas=st.integers(0, 3),
     idle=st.floats(0, 1000),
+    steady=st.one_of(st.none(), st.floats(0, 100)),
+    trend=st.one_of(st.none(), st.floats(-50, 50)),
 )
 def test_decisions_stay_within_the_limits(
     depth: int | None,
@@ -424,9 +426,20 @@ def test_decisions_stay_within_the_limits(
     last: tuple[int, int],
     min_replicas: int,
     idle: float,
+    steady: float | None,
+    trend: float | None,
 ) -> None:
+    """Generated: any depth, busy browsers, pool and memory, a remembered steady average and
+    stream's trend among it (a trend of any sign and size moves the need, never the bounds)."""
     pool = policy.PoolSpec(min_replicas=min_replicas, max_replicas=12)
-    memory = state(*last, last_work_at=NOW - idle)
+    memory = state(
+        *last,
+        last_work_at=NOW - idle,
+        busy_average=steady,
+        stream_average=steady,
+        stream_trend=trend,
+        decided_at=NOW - 5,
+    )
     decision = policy.decide(observe(depth, busy, ready, bpp), spec=pool, state=memory)
     if depth is None:  # the last size, within the bounds (never under the floor)
         kept = min(12, max(min_replicas, last[0]))
