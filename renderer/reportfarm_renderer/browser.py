@@ -226,6 +226,8 @@ class ChromiumLauncher:
     ``chunk_bytes``: how much of a PDF is read from Chromium at a time (:mod:`.printing`).
     ``collect_every``: a warm page's garbage is collected after this many documents (0: never
     asked; see :data:`COLLECT_EVERY`).
+    ``hide_screen``: a warm page's document is hidden from the screen, laid out and painted only
+    for the print (:func:`printing.hidden_from_screen`).
     """
 
     def __init__(
@@ -237,10 +239,12 @@ class ChromiumLauncher:
         launch_timeout: float = 30.0,
         chunk_bytes: int = printing.CHUNK_BYTES,
         collect_every: int = COLLECT_EVERY,
+        hide_screen: bool = True,
     ) -> None:
         self._executable = executable_path
         self._chunk_bytes = chunk_bytes
         self._collect_every = collect_every
+        self._hide_screen = hide_screen
         self.guard = guard or network.NetworkGuard()
         self._extra_args = tuple(extra_args)
         self._launch_timeout = launch_timeout
@@ -323,6 +327,7 @@ class ChromiumLauncher:
             pages=pages,
             chunk_bytes=self._chunk_bytes,
             collect_every=self._collect_every,
+            hide_screen=self._hide_screen,
         )
         try:
             await worker.prepare()
@@ -352,10 +357,12 @@ class ChromiumWorker:
         pages: int = 1,
         chunk_bytes: int = printing.CHUNK_BYTES,
         collect_every: int = COLLECT_EVERY,
+        hide_screen: bool = True,
     ) -> None:
         self.jobs_done = 0
         self._chunk_bytes = chunk_bytes
         self._collect_every = collect_every
+        self._hide_screen = hide_screen
         self.collections = 0
         """Garbage collections asked of warm pages (see :data:`COLLECT_EVERY`)."""
         self._collecting: set[asyncio.Future[Any]] = set()
@@ -560,6 +567,8 @@ class ChromiumWorker:
         page, cdp = warm.page, warm.cdp
         if page.url != "about:blank":
             await page.goto("about:blank")
+        if self._hide_screen:
+            html = printing.hidden_from_screen(html)
         async with self._document(page, "loading the document"):
             await page.set_content(html, wait_until="load")
         try:

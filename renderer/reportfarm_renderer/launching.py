@@ -60,6 +60,7 @@ class FirstBrowser:
             ),
             launch_timeout=settings.launch_timeout,
             collect_every=settings.collect_every,
+            hide_screen=settings.hide_screen,
         )
         pool = pooling.BrowserPool(
             functools.partial(launcher.new_worker, pages=settings.pages_per_browser),

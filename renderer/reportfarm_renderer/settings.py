@@ -66,6 +66,10 @@ class RendererSettings(common.FromEnv):
     """REPORTFARM_COLLECT_EVERY: a warm page's garbage is collected after this many documents
     (0: left to Chromium, which lets each page's renderer grow to ~130 MiB); see
     ``reportfarm_renderer.browser.COLLECT_EVERY`` for what it costs and saves."""
+    hide_screen: bool = common.setting(Var.HIDE_SCREEN, True)
+    """REPORTFARM_HIDE_SCREEN: a warm page's document (JavaScript off) is hidden from the screen
+    by a ``@media screen`` style after its doctype, so Chromium lays it out and paints it only for
+    the print; ``reportfarm_renderer.printing.hidden_from_screen`` says what it saves."""
     port: int = renderer_api.PORT
     """REPORTFARM_PORT: HTTP port for /healthz, /readyz, /metrics and /pool."""
     visibility_timeout: int = 60
