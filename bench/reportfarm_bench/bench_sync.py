@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reportfarm_renderer import browser
+from reportfarm_renderer import browser, printing
 from rich.console import Console
 from rich.progress import Progress
 
@@ -72,6 +72,7 @@ async def run(
     console: Console,
     pages_per_browser: int = 1,
     count_requests: bool = False,
+    gotenberg_hidden: bool = False,
 ) -> dict[str, Any]:
     _, documents = documenting.load()
     load_before = _load()
@@ -105,7 +106,7 @@ async def run(
         theirs = await stack.enter_async_context(gotenberging.Client(server.url))
 
         async def convert(lane: int, document: documenting.Document) -> bytes:
-            return await theirs.convert(document.html, document.pdf)
+            return await theirs.convert(_given(document, gotenberg_hidden), document.pdf)
 
         assert server.pid is not None
         sides["gotenberg"] = _Side("gotenberg", convert, {"gotenberg": server.pid})
@@ -191,6 +192,7 @@ async def run(
             "pool_size": pool_size,
             "pages_per_browser": pages_per_browser,
             "gotenberg_concurrency": pool_size * pages_per_browser,
+            "gotenberg_given_the_screen_style": gotenberg_hidden,
             "documents": len(documents),
             "cores": len(os.sched_getaffinity(0)),
             "chromium_path": chromium,
@@ -285,6 +287,7 @@ def main(
     idle_s: float = 0.0,
     pages_per_browser: int = 2,
     count_requests: bool = False,
+    gotenberg_hidden: bool = False,
 ) -> int:
     """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments."""
     if min(jobs, rounds, pool_size, pages_per_browser, *concurrencies, 1) < 1 or not concurrencies:
@@ -312,6 +315,7 @@ def main(
             console=console,
             pages_per_browser=pages_per_browser,
             count_requests=count_requests,
+            gotenberg_hidden=gotenberg_hidden,
         )
     )
     if idle_s > 0:
@@ -368,6 +372,12 @@ def pod(parts: dict[str, int]) -> dict[str, int]:
     return {part: pid for part, pid in parts.items() if part != STORAGE}
 
 
+def _given(document: documenting.Document, hidden: bool) -> str:
+    """The HTML Gotenberg is given: the document as a user brings it, or with the style our warm
+    page adds (``printing.hidden_from_screen``) when ``hidden``."""
+    return printing.hidden_from_screen(document.html) if hidden else document.html
+
+
 def _load() -> list[float]:
     return [round(value, 2) for value in os.getloadavg()]
 
@@ -402,6 +412,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="count our path's storage requests a PDF from Azurite's debug log (which costs "
         "Azurite CPU: leave it off for the CPU and throughput figures)",
     )
+    parser.add_argument(
+        "--gotenberg-hidden",
+        action="store_true",
+        help="give Gotenberg each document with the style that hides it from the screen, as our "
+        "warm page prints it (REPORTFARM_HIDE_SCREEN)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--plot", type=Path, default=Path("out/bench-sync.png"), help="PNG plot path"
@@ -428,4 +444,5 @@ def command(args: argparse.Namespace) -> int:
         idle_s=args.idle_s,
         count_requests=args.count_requests,
         pages_per_browser=args.pages_per_browser,
+        gotenberg_hidden=args.gotenberg_hidden,
     )

@@ -12,7 +12,9 @@ The reference, ``today``, is the print path as it was before this sweep: 2 brows
 with :data:`TODAY_ARGS` on the full Chromium (:func:`browser.full_chromium`); ``production`` is
 the print path as it is now: 2 browsers with the default pages per browser and the production
 switches (``BASE_ARGS`` and ``STABILITY_ARGS``) on the launcher's Chromium (the headless shell when
-installed); ``today +headless-shell`` is today's with only the binary changed. Every other
+installed), each document hidden from the screen as the renderer's warm page hides it;
+``production, screen shown`` is the same without that; ``today +headless-shell`` is today's with
+only the binary changed. Every other
 variant runs the launcher's Chromium.
 Both run in every round, so each ratio compares numbers measured side by side. Rounds
 interleave the variants (forward, then backward) as ``reportfarm bench strategies`` does.
@@ -33,6 +35,7 @@ from typing import Any, Literal
 
 from playwright.async_api import Browser, Page
 from reportfarm_renderer import browser, settings
+from reportfarm_renderer import printing as renderer_printing
 
 from reportfarm_bench import footprint, measuring, strategies
 from reportfarm_bench.documents import Document
@@ -83,6 +86,9 @@ class Variant:
     wait_until: WaitUntil = "load"
     executable: str | None = None
     """Another Chromium build than the launcher's (e.g. Debian's ``chromium-headless-shell``)."""
+    hide_screen: bool = False
+    """The document hidden from the screen, as the renderer's warm page hides it
+    (``printing.hidden_from_screen``)."""
 
     @property
     def lanes(self) -> int:
@@ -109,12 +115,16 @@ def variants(
     flag_shape: str,
     loading: Sequence[WaitUntil] = (),
 ) -> list[Variant]:
-    """``today`` and ``production`` first, then each shape, each flag on ``flag_shape`` with
+    """``today``, ``production`` and ``production, screen shown`` first, then each shape, each flag on ``flag_shape`` with
     ``base_args``, each ``wait_until``. Unknown flag names raise KeyError."""
     production = (*browser.BASE_ARGS, *browser.STABILITY_ARGS)
     pages = settings.DEFAULT_PAGES_PER_BROWSER
     full = browser.full_chromium()
-    found = [Variant("today", 2, 1, executable=full), Variant("production", 2, pages, production)]
+    found = [
+        Variant("today", 2, 1, executable=full),
+        Variant("production", 2, pages, production, hide_screen=True),
+        Variant("production, screen shown", 2, pages, production),
+    ]
     shell = browser.system_chromium()
     if full is not None and shell is not None and shell != full:
         found.append(Variant("today +headless-shell", 2, 1, executable=shell))
@@ -159,7 +169,10 @@ class Printer:
 
     async def job(self, lane: int, document: Document) -> bytes:
         page = self._pages[lane]
-        await page.set_content(document.html, wait_until=self.variant.wait_until)
+        html = document.html
+        if self.variant.hide_screen:
+            html = renderer_printing.hidden_from_screen(html)
+        await page.set_content(html, wait_until=self.variant.wait_until)
         return await page.pdf(**document.pdf_kwargs)
 
     async def measure(self, documents: Sequence[Document], *, count: int, offset: int) -> None:
@@ -202,6 +215,7 @@ class Printer:
             lanes=self.variant.lanes,
             args=[arg for arg in self.variant.args if arg not in TODAY_ARGS],
             wait_until=self.variant.wait_until,
+            hide_screen=self.variant.hide_screen,
             peak_mib=round(self.peak_bytes / 2**20),
             pdf_per_s_per_core=round(rate / cores, 2),
             pdf_per_s_per_gib=round(rate / gib, 2) if gib else None,

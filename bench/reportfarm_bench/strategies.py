@@ -13,9 +13,10 @@ launch flags (:data:`browser.BASE_ARGS`), except ``ceiling_today``:
 - ``site_isolated``: ``reportfarm`` with Chromium's default site isolation trials, which the farm
   turns off (:data:`browser.STABILITY_ARGS`: with them, a ``data:`` subframe then an
   ``<iframe srcdoc>`` kills the browser): the ratio of the two is what the fix costs.
-- ``ceiling``: one warm page per lane (JavaScript off, as our warm page) printing pre-rendered
-  HTML: ``set_content`` and ``pdf`` and nothing else: no guard, no reset, no pool; N browsers with
-  the production pages per browser (``REPORTFARM_PAGES_PER_BROWSER``) each.
+- ``ceiling``: one warm page per lane (JavaScript off and the document hidden from the screen, as
+  our warm page: ``printing.hidden_from_screen``) printing pre-rendered HTML: ``set_content`` and
+  ``pdf`` and nothing else: no guard, no reset, no pool; N browsers with the production pages per
+  browser (``REPORTFARM_PAGES_PER_BROWSER``) each.
 - ``ceiling_today``: the same with one page per browser, :data:`TODAY_ARGS` and the full
   Chromium (:attr:`Lab.today_chromium`), the print path before it was tuned: the fixed reference
   the new ceiling is compared with in every run.
@@ -32,7 +33,7 @@ import functools
 from collections.abc import AsyncIterator, Callable
 
 from playwright.async_api import Browser, Page
-from reportfarm_renderer import browser, templates
+from reportfarm_renderer import browser, printing, templates
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.settings import RendererSettings
 
@@ -175,7 +176,9 @@ async def _our_pool(lab: Lab, size: int, *, factory: pooling.WorkerFactory) -> A
 
 @contextlib.asynccontextmanager
 async def ceiling(lab: Lab, size: int) -> AsyncIterator[Job]:
-    async with _warm_pages(lab, size, pages=lab.settings.pages_per_browser) as job:
+    async with _warm_pages(
+        lab, size, pages=lab.settings.pages_per_browser, hide_screen=lab.settings.hide_screen
+    ) as job:
         yield job
 
 
@@ -195,9 +198,11 @@ async def _warm_pages(
     pages: int,
     args: tuple[str, ...] = browser.BASE_ARGS,
     executable: str | None = None,
+    hide_screen: bool = False,
 ) -> AsyncIterator[Job]:
     """``size`` browsers with ``pages`` warm pages each, a context per page; lane i prints on
-    page i (pages of one browser are neighbours)."""
+    page i (pages of one browser are neighbours); ``hide_screen``: each document hidden from the
+    screen, as the renderer's warm page hides it."""
     browsers = await lab.launch_many(size, args, executable=executable)
     warm: list[Page] = []
     for launched in browsers:
@@ -207,7 +212,8 @@ async def _warm_pages(
 
     async def job(lane: int, document: Document) -> bytes:
         page = warm[lane]
-        await page.set_content(document.html, wait_until="load")
+        html = printing.hidden_from_screen(document.html) if hide_screen else document.html
+        await page.set_content(html, wait_until="load")
         return await page.pdf(**document.pdf_kwargs)
 
     try:

@@ -37,6 +37,7 @@ def test_a_tiny_sweep_reports_every_variant_against_today(tmp_path: Path) -> Non
     assert list(rows) == [
         "today",
         "production",
+        "production, screen shown",
         *(["today +headless-shell"] if both else []),
         "shape 1x2",
         "2x1 +in-process-gpu",
@@ -52,6 +53,8 @@ def test_a_tiny_sweep_reports_every_variant_against_today(tmp_path: Path) -> Non
         "--in-process-gpu"
     ]
     assert rows["2x1 domcontentloaded"]["wait_until"] == "domcontentloaded"
+    # production hides each document from the screen, as the renderer's warm page does
+    assert [name for name, row in rows.items() if row["hide_screen"]] == ["production"]
     for row in rows.values():
         for key in ("pdf_per_s", "peak_mib", "pdf_per_s_per_gib", "cpu_ms_per_pdf", "over_today"):
             assert positive(row[key]), (key, row)
