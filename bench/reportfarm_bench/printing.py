@@ -115,8 +115,9 @@ def variants(
     flag_shape: str,
     loading: Sequence[WaitUntil] = (),
 ) -> list[Variant]:
-    """``today``, ``production`` and ``production, screen shown`` first, then each shape, each flag on ``flag_shape`` with
-    ``base_args``, each ``wait_until``. Unknown flag names raise KeyError."""
+    """``today``, ``production`` and ``production, screen shown`` first, then each shape, each
+    flag on ``flag_shape`` with ``base_args``, each ``wait_until``. Unknown flag names raise
+    KeyError."""
     production = (*browser.BASE_ARGS, *browser.STABILITY_ARGS)
     pages = settings.DEFAULT_PAGES_PER_BROWSER
     full = browser.full_chromium()
