@@ -15,7 +15,9 @@ import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import pikepdf
 import pypdf
 import pytest
 import pytest_asyncio
@@ -286,7 +288,8 @@ class SlowFont:
 def font_names(pdf: bytes) -> set[str]:
     names = set()
     for page in pypdf.PdfReader(io.BytesIO(pdf)).pages:
-        fonts = page["/Resources"].get_object().get("/Font", {})
+        resources: Any = page["/Resources"].get_object()
+        fonts = resources.get("/Font", {})
         for font in fonts.values():
             names.add(str(font.get_object()["/BaseFont"]).split("+")[-1])
     return names
@@ -327,3 +330,48 @@ async def test_a_web_font_only_a_layout_loads_is_printed_when_the_screen_is_hidd
             assert "DejaVuSerif-Bold" in font_names(pdf), (hide, font_names(pdf))
     finally:
         await server.runner.cleanup()
+
+
+def structure(pdf: bytes) -> tuple[list[str], int]:
+    """The tagged PDF's structure elements' roles, depth first, and its outline's entries."""
+    with pikepdf.open(io.BytesIO(pdf)) as document:
+        roles: list[str] = []
+        stack = [document.Root.StructTreeRoot]
+        while stack:
+            element = stack.pop()
+            roles.append(str(element.get("/S", "root")))
+            kids: Any = element.get("/K")
+            if isinstance(kids, pikepdf.Dictionary):
+                kids = [kids]
+            if isinstance(kids, pikepdf.Array | list):
+                stack += reversed([kid for kid in kids if isinstance(kid, pikepdf.Dictionary)])
+        entries, item = 0, document.Root.Outlines.get("/First")
+        while item is not None:
+            entries, item = entries + 1, item.get("/Next")
+    return roles, entries
+
+
+@chromium
+@in_loop
+async def test_a_tagged_pdf_keeps_its_structure_when_the_screen_is_hidden(
+    launchers: dict[bool, browser.ChromiumLauncher],
+) -> None:
+    """A tagged PDF's structure comes from the document's accessibility tree, and its outline from
+    the headings: the example reports printed tagged with an outline have the same structure
+    elements, in the same order, and the same outline, hidden and shown."""
+    catalog = templates.TemplateCatalog.load(local.EXAMPLES / "templates")
+    options = contract.PdfOptions(tagged=True, outline=True)
+    workers = {hide: await worker_for(launcher) for hide, launcher in launchers.items()}
+    try:
+        for item in local.example_submissions(None)[:3]:
+            html = catalog.render(item.template, item.data)
+            found = {
+                hide: structure(await worker.render(html, options, javascript=False))
+                for hide, worker in workers.items()
+            }
+            roles, entries = found[True]
+            assert len(roles) > 100 and entries > 0, item.template
+            assert found[True] == found[False], item.template
+    finally:
+        for worker in workers.values():
+            await worker.close()
