@@ -81,9 +81,10 @@ def test_an_interactive_only_queue_wakes_the_pool(
     pool.create(queue, connection, replicas={"min": 0, "max": 4})
     operator = operators(namespace, kubeconfig_path, log_format="json")
 
+    # The scale and the status are two writes: wait for both (CI once read between them).
     eventually(
-        "the pool woken by the interactive lane",
-        lambda: (pool.replicas() or 0) > 0,
+        "the pool woken by the interactive lane, and its status written",
+        lambda: (pool.replicas() or 0) > 0 and "queueDepth" in pool.status(),
         detail=operator.tail,
     )
     status = pool.status()
