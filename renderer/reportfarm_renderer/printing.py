@@ -59,8 +59,8 @@ def hidden_from_screen(html: str) -> str:
     """``html`` with :data:`SCREEN_HIDDEN` inserted right after its doctype, so that Chromium
     neither lays the document out nor paints it for a screen that nobody sees; the print lays it
     out for its pages anyway, in print media, where the style does not apply. Measured on the
-    example reports, a quarter of the browser's CPU a PDF (see ``docs/benchmarks/sync.md``), with
-    the same pages pixel for pixel. What the screen's layout would have loaded (web fonts,
+    example reports, about a fifth of the browser's CPU a PDF (see ``docs/benchmarks/sync.md``),
+    with the same pages pixel for pixel. What the screen's layout would have loaded (web fonts,
     background images) the print loads, and waits for.
 
     After the doctype, so the document's mode (standards or quirks) and everything it wrote stay
