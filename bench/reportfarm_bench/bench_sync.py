@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -45,7 +46,7 @@ from rich.progress import Progress
 
 from reportfarm import loops, renderer_api
 from reportfarm_bench import documents as documenting
-from reportfarm_bench import footprint, idling, measuring, reporting, sync_reporting
+from reportfarm_bench import footprint, idling, measuring, reporting, sync_reporting, sync_sweep
 from reportfarm_bench import gotenberg as gotenberging
 from reportfarm_bench import synchronous as sync
 
@@ -73,8 +74,14 @@ async def run(
     pages_per_browser: int = 1,
     count_requests: bool = False,
     gotenberg_hidden: bool = False,
+    gotenberg_concurrency: int | None = None,
 ) -> dict[str, Any]:
+    """``gotenberg_concurrency``: Gotenberg's ``--chromium-max-concurrency``; None gives it our
+    lanes (browsers x pages), the same number of documents printing at once."""
     _, documents = documenting.load()
+    gotenberg_lanes = (
+        pool_size * pages_per_browser if gotenberg_concurrency is None else gotenberg_concurrency
+    )
     load_before = _load()
     async with contextlib.AsyncExitStack() as stack:
         chromium_path = os.environ.get(renderer_api.Var.CHROMIUM_PATH) or None
@@ -98,7 +105,7 @@ async def run(
         server = await stack.enter_async_context(
             gotenberging.serving(
                 gotenberg_bin,
-                concurrency=pool_size * pages_per_browser,
+                concurrency=gotenberg_lanes,
                 restart_after=100,
                 chromium=chromium,
             )
@@ -111,8 +118,8 @@ async def run(
         assert server.pid is not None
         sides["gotenberg"] = _Side("gotenberg", convert, {"gotenberg": server.pid})
         console.log(f"gotenberg {server.version} at {server.url}, Chromium {chromium}")
-        for side in sides.values():
-            lanes = pool_size * pages_per_browser
+        for name, side in sides.items():
+            lanes = gotenberg_lanes if name == "gotenberg" else pool_size * pages_per_browser
             await measuring.warm_up(side.convert, documents, count=2 * lanes, concurrency=lanes)
         runs = {c: {name: measuring.Run(name) for name in sides} for c in concurrencies}
         cpu_s = {c: dict.fromkeys(sides, 0.0) for c in concurrencies}
@@ -191,7 +198,7 @@ async def run(
             "rounds": rounds,
             "pool_size": pool_size,
             "pages_per_browser": pages_per_browser,
-            "gotenberg_concurrency": pool_size * pages_per_browser,
+            "gotenberg_concurrency": gotenberg_lanes,
             "gotenberg_given_the_screen_style": gotenberg_hidden,
             "documents": len(documents),
             "cores": len(os.sched_getaffinity(0)),
@@ -274,6 +281,10 @@ def _debug_log(logs: Path, name: str) -> Path:
     return logs / name / "azurite-debug.log"
 
 
+GOTENBERG_MAX_CONCURRENCY = 6
+"""The most Gotenberg 8.36 accepts (its Chromium module's validation refuses more)."""
+
+
 def main(
     *,
     as_json: bool,
@@ -288,42 +299,49 @@ def main(
     pages_per_browser: int = 2,
     count_requests: bool = False,
     gotenberg_hidden: bool = False,
+    gotenberg_concurrency: Sequence[int] = (),
 ) -> int:
-    """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments."""
-    if min(jobs, rounds, pool_size, pages_per_browser, *concurrencies, 1) < 1 or not concurrencies:
-        print(
-            "reportfarm bench sync: --jobs, --rounds, --pool-size and each concurrency >= 1",
-            file=sys.stderr,
-        )
-        return 2
-    if not (gotenberg_bin.is_file() and os.access(gotenberg_bin, os.X_OK)):
-        print(
-            f"reportfarm bench sync: {gotenberg_bin} is not an executable Gotenberg",
-            file=sys.stderr,
-        )
+    """Run it; 0 when every target was met, 1 when one was missed, 2 on bad arguments.
+
+    ``gotenberg_concurrency``: Gotenberg's ``--chromium-max-concurrency``, by default our lanes;
+    several values (repeats allowed) run one benchmark each, in that order, against the same side
+    of ours, and report the sweep (:mod:`.sync_sweep`): the targets are then held against
+    Gotenberg's best value at each concurrency."""
+    problem = _refused(
+        jobs=jobs,
+        rounds=rounds,
+        pool_size=pool_size,
+        pages_per_browser=pages_per_browser,
+        concurrencies=concurrencies,
+        gotenberg_concurrency=gotenberg_concurrency,
+        gotenberg_bin=gotenberg_bin,
+    )
+    if problem:
+        print(f"reportfarm bench sync: {problem}", file=sys.stderr)
         return 2
     console = reporting.bench_console(as_json, width=160)
-    started = time.monotonic()
-    report = loops.run(
-        run(
-            concurrencies=concurrencies,
-            jobs=jobs,
-            rounds=rounds,
-            pool_size=pool_size,
-            gotenberg_bin=gotenberg_bin,
-            polling=polling,
-            console=console,
-            pages_per_browser=pages_per_browser,
-            count_requests=count_requests,
-            gotenberg_hidden=gotenberg_hidden,
-        )
+    measure = functools.partial(
+        _measure,
+        concurrencies=concurrencies,
+        jobs=jobs,
+        rounds=rounds,
+        pool_size=pool_size,
+        gotenberg_bin=gotenberg_bin,
+        polling=polling,
+        console=console,
+        pages_per_browser=pages_per_browser,
+        count_requests=count_requests,
+        gotenberg_hidden=gotenberg_hidden,
     )
+    if len(gotenberg_concurrency) > 1:
+        return sync_sweep.main(
+            measure, gotenberg_concurrency, console=console, as_json=as_json, plot_path=plot_path
+        )
+    report = measure(gotenberg_concurrency[0] if gotenberg_concurrency else None)
     if idle_s > 0:
         console.log(f"idle farm: counting storage requests for {idle_s:.0f} s")
         report["idle"] = loops.run(idling.idle_requests(seconds=idle_s, pool_size=pool_size))
         sync_reporting.show_idle(report["idle"], console)
-    report["verdicts"] = sync_reporting.verdicts(report)
-    report["parameters"]["seconds"] = round(time.monotonic() - started, 1)
     sync_reporting.show(report, console)
     if plot_path is not None:
         sync_reporting.plot(report, plot_path)
@@ -331,6 +349,43 @@ def main(
     if as_json:
         print(json.dumps(report, indent=2))
     return 1 if False in report["verdicts"].values() else 0
+
+
+def _refused(
+    *,
+    jobs: int,
+    rounds: int,
+    pool_size: int,
+    pages_per_browser: int,
+    concurrencies: Sequence[int],
+    gotenberg_concurrency: Sequence[int],
+    gotenberg_bin: Path,
+) -> str | None:
+    """Why these arguments cannot run, before anything starts; None when they can."""
+    sizes = (jobs, rounds, pool_size, pages_per_browser, *gotenberg_concurrency)
+    if min(*sizes, *concurrencies, 1) < 1 or not concurrencies:
+        return (
+            "--jobs, --rounds, --pool-size, --pages-per-browser, --gotenberg-concurrency and each "
+            "concurrency >= 1"
+        )
+    over = [value for value in gotenberg_concurrency if value > GOTENBERG_MAX_CONCURRENCY]
+    if over:
+        return (
+            f"Gotenberg takes --chromium-max-concurrency 1 to {GOTENBERG_MAX_CONCURRENCY}, "
+            f"not {over[0]}"
+        )
+    if not (gotenberg_bin.is_file() and os.access(gotenberg_bin, os.X_OK)):
+        return f"{gotenberg_bin} is not an executable Gotenberg"
+    return None
+
+
+def _measure(gotenberg_concurrency: int | None, **given: Any) -> dict[str, Any]:
+    """One benchmark's report, its verdicts and its duration in."""
+    started = time.monotonic()
+    report = loops.run(run(gotenberg_concurrency=gotenberg_concurrency, **given))
+    report["verdicts"] = sync_reporting.verdicts(report)
+    report["parameters"]["seconds"] = round(time.monotonic() - started, 1)
+    return report
 
 
 async def _our_sides(
@@ -418,6 +473,13 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="give Gotenberg each document with the style that hides it from the screen, as our "
         "warm page prints it (REPORTFARM_HIDE_SCREEN)",
     )
+    parser.add_argument(
+        "--gotenberg-concurrency",
+        type=_levels,
+        default=[],
+        help="Gotenberg's --chromium-max-concurrency (default: our browsers x pages); several, "
+        "comma-separated (e.g. 1,2,3,4,6,6,4,3,2,1), sweep its knob against our same side",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--plot", type=Path, default=Path("out/bench-sync.png"), help="PNG plot path"
@@ -445,4 +507,5 @@ def command(args: argparse.Namespace) -> int:
         count_requests=args.count_requests,
         pages_per_browser=args.pages_per_browser,
         gotenberg_hidden=args.gotenberg_hidden,
+        gotenberg_concurrency=args.gotenberg_concurrency,
     )

@@ -42,6 +42,7 @@ OPTIONS = {
     "sync": {
         "--concurrency",
         "--gotenberg-bin",
+        "--gotenberg-concurrency",
         "--gotenberg-hidden",
         "--idle-s",
         "--count-requests",

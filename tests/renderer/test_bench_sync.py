@@ -8,6 +8,8 @@ tests/gateway/test_sync_hints.py."""
 from __future__ import annotations
 
 import collections
+import io
+import json
 import os
 import subprocess
 import sys
@@ -22,8 +24,10 @@ from reportfarm_bench import (
     idling,
     measuring,
     sync_reporting,
+    sync_sweep,
     synchronous,
 )
+from rich.console import Console
 
 
 def _run(name: str, latencies: list[float], wall_s: float) -> measuring.Run:
@@ -216,3 +220,67 @@ def test_our_storage_requests_a_pdf_count_each_chunk_and_its_receives(tmp_path: 
     assert (counted["all"], counted["receives"]) == (2.5, 1.5)
     assert counted["queue GET interactive messages"] == 1.0
     assert bench_sync.requests_per_pdf(collections.Counter({"x": 3}), pdfs=0) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (
+            {"gotenberg_concurrency": [2, 7]},
+            "Gotenberg takes --chromium-max-concurrency 1 to 6, not 7",
+        ),
+        ({"gotenberg_concurrency": [0]}, "--gotenberg-concurrency and each concurrency >= 1"),
+        ({"pages_per_browser": 0}, "--pages-per-browser"),
+    ],
+)
+def test_a_size_nobody_can_run_is_refused_before_anything_starts(
+    given: dict[str, Any], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Gotenberg refuses a concurrency over 6 only once started; the benchmark says so first."""
+    code = bench_sync.main(as_json=True, gotenberg_bin=tmp_path / "gotenberg", **given)
+    assert code == 2
+    assert says in capsys.readouterr().err
+
+
+def _swept(value: int, ours_s: float, theirs_s: float) -> dict[str, Any]:
+    report: dict[str, Any] = _report(ours_s, theirs_s, lone=[0.09] * 10)
+    report["parameters"]["gotenberg_concurrency"] = value
+    return report
+
+
+def test_a_sweep_holds_the_targets_against_gotenbergs_best_value() -> None:
+    """Twice Gotenberg's PDFs/s at its default concurrency is not twice its best: given 4 lanes
+    it serves 0.15 s a request where 2 lanes serve 0.2 s, and the sweep's verdict follows it."""
+    reports = [_swept(2, 0.1, 0.2), _swept(4, 0.1, 0.15), _swept(4, 0.1, 0.16), _swept(2, 0.1, 0.2)]
+    assert sync_reporting.verdicts(reports[0])["pdf_per_s_at_8"] is True
+    sweep = sync_sweep.summarize(reports)
+    assert sweep["best"] == {"1": 4, "2": 4, "8": 4}
+    cell = sweep["by_concurrency"]["8"]["4"]
+    assert cell["runs"] == 2
+    assert cell["pdf_per_s"]["min"] == pytest.approx(1.5)
+    assert cell["pdf_per_s"]["max"] == pytest.approx(1.6)
+    assert sweep["by_concurrency"]["8"]["2"]["pdf_per_s"]["median"] == pytest.approx(2.0)
+    assert sweep["verdicts"]["pdf_per_s_at_8"] is False  # 1.55x its best
+    assert sweep["verdicts"]["pdf_per_s_at_2"] is True  # 1.5x at least
+    assert len(sweep["points"]) == 4 * 3
+
+
+def test_a_sweep_runs_each_value_in_order_and_shows_plots_and_prints_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[int] = []
+
+    def measure(value: int) -> dict[str, Any]:
+        asked.append(value)
+        return _swept(value, 0.1, {1: 0.4, 2: 0.2, 4: 0.18}[value])
+
+    console = Console(record=True, width=200, file=io.StringIO())
+    plot = tmp_path / "sweep.png"
+    code = sync_sweep.main(measure, [1, 2, 4, 2], console=console, as_json=True, plot_path=plot)
+    assert asked == [1, 2, 4, 2]
+    assert code == 1  # 1.8x at 8 against its best (4), under 2x
+    shown = console.export_text()
+    assert "2.00* (" not in shown and "1.80*" in shown and "MISSED" in shown
+    assert plot.stat().st_size > 10_000
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["sweep"]["best"]["8"] == 4 and len(printed["runs"]) == 4
