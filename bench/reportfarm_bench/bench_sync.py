@@ -315,6 +315,7 @@ def main(
         concurrencies=concurrencies,
         gotenberg_concurrency=gotenberg_concurrency,
         gotenberg_bin=gotenberg_bin,
+        idle_s=idle_s,
     )
     if problem:
         print(f"reportfarm bench sync: {problem}", file=sys.stderr)
@@ -360,6 +361,7 @@ def _refused(
     concurrencies: Sequence[int],
     gotenberg_concurrency: Sequence[int],
     gotenberg_bin: Path,
+    idle_s: float = 0.0,
 ) -> str | None:
     """Why these arguments cannot run, before anything starts; None when they can."""
     sizes = (jobs, rounds, pool_size, pages_per_browser, *gotenberg_concurrency)
@@ -373,6 +375,11 @@ def _refused(
         return (
             f"Gotenberg takes --chromium-max-concurrency 1 to {GOTENBERG_MAX_CONCURRENCY}, "
             f"not {over[0]}"
+        )
+    if idle_s > 0 and len(gotenberg_concurrency) > 1:
+        return (
+            "--idle-s counts an idle farm once, which a sweep of Gotenberg's concurrency does not "
+            "change: run it without the sweep (one --gotenberg-concurrency value)"
         )
     if not (gotenberg_bin.is_file() and os.access(gotenberg_bin, os.X_OK)):
         return f"{gotenberg_bin} is not an executable Gotenberg"

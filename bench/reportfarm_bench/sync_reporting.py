@@ -226,8 +226,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         f"synchronous path vs Gotenberg {params['gotenberg']['version']} (same Chromium), ours "
         f"{params['pool_size']}x{params['pages_per_browser']} pages, Gotenberg's concurrency "
         f"{params['gotenberg_concurrency']}, {params['rounds']} rounds, {params['cores']} shared "
-        f"cores, "
-        f"load {params['load_before'][0]} -> {params['load_after'][0]}",
+        f"cores, load {params['load_before'][0]} -> {params['load_after'][0]}",
     )
 
 

@@ -96,16 +96,19 @@ def summarize(reports: Sequence[Report]) -> dict[str, Any]:
             if mine:
                 by[concurrency][value] = _cell(mine)
     best = {
-        concurrency: min(cells, key=lambda value: cells[value]["pdf_per_s"]["median"])
+        concurrency: min(measured, key=lambda value: measured[value]["pdf_per_s"]["median"])
         for concurrency, cells in by.items()
+        if (measured := {v: cell for v, cell in cells.items() if cell["pdf_per_s"] is not None})
     }
+    lones = [r for report in reports if (r := report.get("lone", {}).get("ratio")) is not None]
     return {
         "points": found,
         "by_concurrency": {
             str(c): {str(v): cell for v, cell in cells.items()} for c, cells in by.items()
         },
         "best": {str(concurrency): value for concurrency, value in best.items()},
-        "verdicts": verdicts(by, best),
+        "verdicts": verdicts(by, best, statistics.median(lones) if lones else None),
+        "lone_ratio": statistics.median(lones) if lones else None,
         "targets": sync_reporting.TARGETS,
         "runs": len(reports),
     }
@@ -124,35 +127,21 @@ def _cell(mine: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def verdicts(
-    by: dict[int, dict[int, dict[str, Any]]], best: dict[int, int]
+    by: dict[int, dict[int, dict[str, Any]]], best: dict[int, int], lone: float | None
 ) -> dict[str, bool | None]:
-    """The issue's ratio targets, each against Gotenberg's best value at its concurrency (the
-    median of that value's runs); None where the concurrency was not measured."""
-    targets = sync_reporting.TARGETS
-
-    def at(concurrency: int, name: str) -> float | None:
-        if concurrency not in by:
-            return None
-        summary = by[concurrency][best[concurrency]][name]
-        return None if summary is None else summary["median"]
-
-    def worst(name: str) -> float | None:
-        found = [at(concurrency, name) for concurrency in by]
-        known = [value for value in found if value is not None]
-        return max(known) if known else None
-
-    checks: dict[str, tuple[float | None, bool]] = {
-        "pdf_per_s_at_2": (at(2, "pdf_per_s"), True),
-        "pdf_per_s_at_8": (at(8, "pdf_per_s"), True),
-        "p50_at_most": (worst("p50"), False),
-        "mib_per_pdf_per_s_at_most": (worst("mib_per_pdf_per_s"), False),
-    }
-    return {
-        name: None
-        if measured is None
-        else (measured >= targets[name] if at_least else measured <= targets[name])
-        for name, (measured, at_least) in checks.items()
-    }
+    """The issue's targets as :func:`.sync_reporting.verdicts` holds them, the ratios taken at
+    Gotenberg's best value at each concurrency (the median of that value's runs) and the lone
+    request's ratio as the median over all runs (it does not involve Gotenberg); None where not
+    measured."""
+    ratios: dict[str, dict[str, float]] = {}
+    for concurrency, cells in by.items():
+        if concurrency not in best:
+            continue
+        cell = cells[best[concurrency]]
+        ratios[str(concurrency)] = {
+            key: cell[name]["median"] for name, key in KEYS.items() if cell[name] is not None
+        }
+    return sync_reporting.verdicts({"ratios": ratios, "lone": {"ratio": lone}})
 
 
 def show(sweep: dict[str, Any], console: Console) -> None:
@@ -172,7 +161,7 @@ def show(sweep: dict[str, Any], console: Console) -> None:
         row = [value]
         for concurrency in levels:
             cell = sweep["by_concurrency"][concurrency].get(value)
-            mark = "*" if str(sweep["best"][concurrency]) == value else ""
+            mark = "*" if str(sweep["best"].get(concurrency)) == value else ""
             row += [_range(cell, "pdf_per_s", mark), _range(cell, "theirs_pdf_per_s", "")]
         table.add_row(*row)
     console.print(table)

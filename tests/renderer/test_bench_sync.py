@@ -231,6 +231,7 @@ def test_our_storage_requests_a_pdf_count_each_chunk_and_its_receives(tmp_path: 
         ),
         ({"gotenberg_concurrency": [0]}, "--gotenberg-concurrency and each concurrency >= 1"),
         ({"pages_per_browser": 0}, "--pages-per-browser"),
+        ({"gotenberg_concurrency": [2, 4], "idle_s": 60.0}, "--idle-s counts an idle farm once"),
     ],
 )
 def test_a_size_nobody_can_run_is_refused_before_anything_starts(
@@ -284,3 +285,25 @@ def test_a_sweep_runs_each_value_in_order_and_shows_plots_and_prints_it(
     assert plot.stat().st_size > 10_000
     printed = json.loads(capsys.readouterr().out)
     assert printed["sweep"]["best"]["8"] == 4 and len(printed["runs"]) == 4
+
+
+def test_a_sweep_holds_the_lone_request_and_skips_a_value_that_printed_nothing() -> None:
+    """The lone request does not involve Gotenberg: its target is the median over all runs. A
+    value whose runs measured no PDFs/s ratio (a side printed nothing) cannot be the best."""
+    slow = _swept(2, 0.1, 0.2)
+    slow["lone"]["ratio"] = 1.4
+    fast = [_swept(3, 0.1, 0.15), _swept(3, 0.1, 0.15)]
+    empty = _swept(6, 0.1, 0.2)
+    for report in (*fast, empty):
+        report["lone"]["ratio"] = 1.1
+    for ratios in empty["ratios"].values():
+        ratios["gateway/pdf_per_s"] = None
+    sweep = sync_sweep.summarize([slow, *fast, empty])
+    assert sweep["best"] == {"1": 3, "2": 3, "8": 3}
+    assert sweep["lone_ratio"] == pytest.approx(1.1)
+    assert sweep["verdicts"]["lone_vs_print_and_upload_at_most"] is True
+    assert set(sweep["verdicts"]) == set(sync_reporting.TARGETS)
+    assert sync_sweep.summarize([empty])["best"] == {}
+    slow["lone"]["ratio"] = fast[0]["lone"]["ratio"] = 1.5
+    verdicts = sync_sweep.summarize([slow, *fast])["verdicts"]
+    assert verdicts["lone_vs_print_and_upload_at_most"] is False
