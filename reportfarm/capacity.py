@@ -25,12 +25,36 @@ def browser_cpu(*, job_cpu_s: float, render_s: float) -> float:
     return job_cpu_s / render_s
 
 
+SIGNING_FINISH_CPU_S = 0.35
+"""A job's finishing CPU a pool with a signing key is sized with before its renderers report one
+(``PoolSpec.expected_finish_cpu_s``, the ReportPool's ``finishing.expectedCpuSeconds``). High on
+purpose: the most the operator read on the real node for signed PDF/A-3 Factur-X invoices with a
+visible stamp on a 1-CPU pod (0.35-0.53 s, a stamp in CJK before its face was parsed once per
+process; 0.07 s since, docs/benchmarks/einvoice.md). Too high costs a new pool fewer browsers a
+pod (and more pods) until its first job's finishing ends, seconds in; too low, browsers that
+compete for the CPU with the finishing processes still starting, which is what a signing pool's
+first seconds suffered. The renderers' figure replaces it at the first reading that has one."""
+
+
 def sized(spec: PoolSpec, observation: Observation, *, render_s: float | None) -> PoolSpec:
     """``spec`` with ``browser_cpu`` raised to what a busy browser's jobs need in CPU when the
     renderers reported it (``observation.job_cpu_s`` or ``finish_cpu_s``), at most the pod's
     CPU (then :func:`service_s` stretches the time a job takes); else ``spec`` as it is."""
     render_s = render_s or spec.default_render_s
-    job_cpu_s = _job_cpu_s(spec, observation, render_s=render_s)
+    return _raised(spec, _job_cpu_s(spec, observation, render_s=render_s), render_s=render_s)
+
+
+def expected(spec: PoolSpec) -> PoolSpec:
+    """``spec`` as :func:`sized` makes it with the spec's expected finishing CPU and its default
+    render time, before anything is measured: what a new pod's pool starts with."""
+    finish = spec.expected_finish_cpu_s
+    if not finish:
+        return spec
+    render_s = spec.default_render_s
+    return _raised(spec, spec.browser_cpu * render_s + finish, render_s=render_s)
+
+
+def _raised(spec: PoolSpec, job_cpu_s: float | None, *, render_s: float) -> PoolSpec:
     if job_cpu_s is None or job_cpu_s <= 0 or render_s <= 0:
         return spec
     need = browser_cpu(job_cpu_s=job_cpu_s, render_s=render_s)

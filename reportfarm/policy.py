@@ -220,7 +220,17 @@ class PoolSpec:
     """Two backlogs that begin within this long of each other recur (see
     ``recurring_backlog_hold_s``)."""
 
+    expected_finish_cpu_s: float | None = None
+    """CPU seconds of a job's finishing stages to size with before the renderers have reported
+    any (no job's finishing ended, nothing remembered in the state): a pool whose jobs sign
+    starts its pods with the browsers their signatures leave CPU for, where it sized them as a
+    printing pool's until its first job was stored (on the real node 4 browsers a pod for 17-21 s,
+    beside the finishing processes starting). A reading or a remembered figure always wins.
+    None: browsers alone until the renderers report one (``capacity``)."""
+
     def __post_init__(self) -> None:
+        if self.expected_finish_cpu_s is not None and self.expected_finish_cpu_s < 0:
+            raise ValueError("expected_finish_cpu_s must be >= 0 when set")
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
             raise ValueError("need 0 <= min_replicas <= max_replicas and max_replicas >= 1")
         if not 1 <= self.min_browsers_per_pod <= self.max_browsers_per_pod:
@@ -584,7 +594,8 @@ def held_for_jobs(decision: Decision, *, current: int, outliving: int) -> Decisi
 def decide(observation: Observation, spec: PoolSpec, state: State | None = None) -> Decision:
     """The next (replicas, browsers per pod), with a reason and the new state."""
     state = state if state is not None else State()
-    observation = remembered(observation, state)
+    reported_finish_cpu_s = observation.finish_cpu_s
+    observation = remembered(observation, state, spec)
     now = observation.now
     cur_replicas = state.replicas if state.replicas is not None else observation.ready_replicas
     cur_bpp = state.browsers_per_pod or observation.browsers_per_pod or spec.fewest_browsers
@@ -618,9 +629,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         busy_average=average,
         stream_average=stream_average,
         render_s=measured_s,
-        finish_cpu_s=state.finish_cpu_s
-        if observation.finish_cpu_s is None
-        else observation.finish_cpu_s,
+        finish_cpu_s=state.finish_cpu_s if reported_finish_cpu_s is None else reported_finish_cpu_s,
         depth=state.depth if depth is None else depth,
         trend=trend,
     )
@@ -759,10 +768,15 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
     )
 
 
-def remembered(observation: Observation, state: State | None) -> Observation:
-    """``observation`` as the policy sizes with it: with the last known finishing CPU
-    (``State.finish_cpu_s``) when it carries no job CPU of its own; else as it is."""
+def remembered(
+    observation: Observation, state: State | None, spec: PoolSpec | None = None
+) -> Observation:
+    """``observation`` as the policy sizes with it: when it carries no job CPU of its own, with
+    the last known finishing CPU (``State.finish_cpu_s``), else the spec's expected one
+    (``PoolSpec.expected_finish_cpu_s``); else as it is."""
     known = None if state is None else state.finish_cpu_s
+    if known is None and spec is not None:
+        known = spec.expected_finish_cpu_s
     if known is None or observation.finish_cpu_s is not None or observation.job_cpu_s is not None:
         return observation
     return dataclasses.replace(observation, finish_cpu_s=known)

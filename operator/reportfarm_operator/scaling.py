@@ -173,7 +173,8 @@ async def scale(
     if decision.replicas != replicas:
         await kube.merge_patch(deployment_path, {"spec": {"replicas": decision.replicas}})
 
-    sized_with = policy.remembered(observation, state)  # the last known finishing CPU, if unread
+    # The last known finishing CPU (else the spec's expected one), if none was read.
+    sized_with = policy.remembered(observation, state, spec.policy)
     seen = findings.Seen(
         decision=decision,
         replicas_before=replicas,

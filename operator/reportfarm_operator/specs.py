@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes.utils import quantity
 
-from reportfarm import policy
+from reportfarm import capacity, policy
 
 GROUP = "reportfarm.io"
 VERSION = "v1alpha1"
@@ -178,7 +178,17 @@ def pool_spec(spec: Mapping[str, Any]) -> policy.PoolSpec:
         recurring_backlog_hold_s=float(get(spec, "scaleDown", "recurringBacklogHoldSeconds")),
         recurring_backlog_within_s=float(get(spec, "scaleDown", "recurringBacklogWithinSeconds")),
         scale_to_zero_idle_s=float(get(spec, "scaleToZero", "idleSeconds")),
+        expected_finish_cpu_s=expected_finish_cpu_s(spec),
     )
+
+
+def expected_finish_cpu_s(spec: Mapping[str, Any]) -> float | None:
+    """A job's finishing CPU before the renderers report one: ``finishing.expectedCpuSeconds``;
+    unset, ``capacity.SIGNING_FINISH_CPU_S`` for a pool with a signing key, else None."""
+    given = (spec.get("finishing") or {}).get("expectedCpuSeconds")
+    if given is not None:
+        return float(given)
+    return capacity.SIGNING_FINISH_CPU_S if spec.get("signingSecretRef") else None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -228,9 +238,11 @@ class ReportPoolSpec:
         """The pool size new pods start with: the most browsers that fit one.
 
         Pods are added when the running ones are full, so a new pod starts full; the scaling loop
-        corrects it at its next tick if less is needed. It depends on the spec alone, so scaling
-        never touches the pod template (which would restart every pod)."""
-        return self.policy.browsers_that_fit
+        corrects it at its next tick if less is needed. A pool whose jobs sign starts with the
+        browsers its expected finishing CPU leaves room for (``capacity.expected``). It depends on
+        the spec alone, so scaling never touches the pod template (which would restart every
+        pod)."""
+        return capacity.expected(self.policy).browsers_that_fit
 
     @property
     def drain_timeout_s(self) -> int:

@@ -358,3 +358,35 @@ def test_the_example_report_pool_builds() -> None:
 def test_the_depth_floor_reaches_the_policy(given: int | None, floor: float | None) -> None:
     body = pool() if given is None else pool(target={"jobsPerBrowser": given})
     assert specs.parse(body.spec).policy.jobs_per_browser == floor
+
+
+@pytest.mark.parametrize(
+    ("given", "expected_cpu_s", "start_size"),
+    [
+        pytest.param({}, None, "4", id="prints: browsers alone"),
+        pytest.param({"signingSecretRef": {"name": "k"}}, 0.35, "1", id="signs: the default"),
+        pytest.param(
+            {"signingSecretRef": {"name": "k"}, "finishing": {"expectedCpuSeconds": 0}},
+            0.0,
+            "4",
+            id="signs, said to cost nothing",
+        ),
+        pytest.param({"finishing": {"expectedCpuSeconds": 0.2}}, 0.2, "2", id="PDF/A only"),
+    ],
+)
+def test_a_pool_that_signs_starts_its_pods_with_the_browsers_its_signatures_leave_room_for(
+    given: dict[str, Any], expected_cpu_s: float | None, start_size: str
+) -> None:
+    """1-CPU pods of 0.25-CPU browsers (the real node's signing pool): 4 browsers print, but a
+    job that also signs needs its ~0.35 s of CPU, so a new pod of a signing pool starts with 1
+    until the renderers measure what their jobs take."""
+    body = pool(
+        resources={"requests": {"cpu": "250m"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+        browser={"cpu": "250m", "memory": "400Mi"},
+        **given,
+    )
+    spec = specs.parse(body.spec)
+    assert spec.policy.expected_finish_cpu_s == expected_cpu_s
+    assert env(by_kind(body)["Deployment"])[renderer_api.Var.POOL_SIZE]["value"] == start_size
+    schema = _spec_schema()["properties"]["finishing"]["properties"]["expectedCpuSeconds"]
+    assert schema["minimum"] == 0

@@ -262,3 +262,45 @@ def test_the_simulated_node_pool_wakes_for_its_signatures_the_second_time() -> N
     first, second = woken["node-wakes/first burst"], woken["node-wakes/second burst"]
     assert (first["woken_to"], second["woken_to"]) == ("3x4", "3x1")
     assert second["p95_wait_s"] < first["p95_wait_s"]
+
+
+def test_a_new_signing_pool_sizes_for_its_expected_signatures_until_a_reading() -> None:
+    """A pool with a signing key has never read a finishing CPU: its spec's expected one (the
+    operator's default for a signing pool) sizes its first decision as a remembered one would
+    (3 pods of 1 browser for 40 invoices, where the prints alone make 1 pod of 4), without being
+    stored as known; any reading replaces it, and a remembered figure wins over it."""
+    expecting = dataclasses.replace(NODE_SPEC, expected_finish_cpu_s=capacity.SIGNING_FINISH_CPU_S)
+    new = policy.Observation(
+        now=0.0, queue_depth=40, ready_replicas=1, browsers_per_pod=4, busy_browsers=0
+    )
+    blind = policy.decide(new, NODE_SPEC)
+    first = policy.decide(new, expecting)
+    assert (blind.replicas, blind.browsers_per_pod) == (1, 4), blind.message
+    assert (first.replicas, first.browsers_per_pod) == (3, 1), first.message
+    assert first.state.finish_cpu_s is None  # expected, not measured: nothing remembered
+    assert policy.remembered(new, first.state, expecting).finish_cpu_s == 0.35
+    plain = dataclasses.replace(new, now=5.0, ready_replicas=3, finish_cpu_s=0.0)
+    read = policy.decide(plain, expecting, first.state)
+    assert read.browsers_per_pod == 4 and read.state.finish_cpu_s == 0.0, read.message
+    later = dataclasses.replace(new, now=10.0)  # the pods gone: the remembered 0 wins
+    assert policy.decide(later, expecting, read.state).browsers_per_pod == 4
+    # A new pod's pool before any decision: what the expected CPU leaves room for.
+    assert capacity.expected(expecting).browsers_that_fit == 1
+    assert capacity.expected(NODE_SPEC) is NODE_SPEC
+    nothing = dataclasses.replace(NODE_SPEC, expected_finish_cpu_s=0.0)
+    assert capacity.expected(nothing).browsers_that_fit == 4
+    with pytest.raises(ValueError, match="expected_finish_cpu_s"):
+        dataclasses.replace(NODE_SPEC, expected_finish_cpu_s=-0.1)
+
+
+def test_the_simulated_node_pool_expecting_its_signatures_wakes_right_the_first_time() -> None:
+    """The node's pool given its expected finishing CPU: the first wake is sized as the second
+    (3 pods of 1 browser) and waits no longer than the remembered one, for fewer pod-seconds
+    than the same pool sized by its prints until a job's finishing ended."""
+    blind = finishing.node_wakes()
+    expecting = finishing.node_wakes(expected_finish_cpu_s=capacity.SIGNING_FINISH_CPU_S)
+    first = expecting["node-wakes/first burst"]
+    assert first["woken_to"] == "3x1"
+    assert first["p95_wait_s"] < blind["node-wakes/first burst"]["p95_wait_s"]
+    assert first["p95_wait_s"] <= expecting["node-wakes/second burst"]["p95_wait_s"] * 1.1
+    assert expecting["node-wakes/pod_seconds"] < blind["node-wakes/pod_seconds"]
