@@ -5,12 +5,15 @@ on SIGTERM. ``reportfarm worker`` starts here through :mod:`.launching`."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from aiohttp import web
 
@@ -19,7 +22,7 @@ from reportfarm import settings as common
 from reportfarm.storage import accounts
 from reportfarm.storage.blobs import BlobStore
 from reportfarm.storage.queueing import JobQueue
-from reportfarm_renderer import http, lag, launching, starting, templates
+from reportfarm_renderer import cpus, http, lag, launching, starting, templates
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.finishing import keys, processes, signers
 from reportfarm_renderer.hints import DoneHints
@@ -106,11 +109,14 @@ async def running(
         if settings.finishers() > 0:
             finishers = processes.FinishingProcesses(
                 size=settings.finishers(),
+                at_once=cpus.whole(cpus.pod_cpus()),
                 signing_dir=settings.signing_dir if signer is not None else None,
                 tsa_url=settings.tsa_url,
             )
             if signer is not None:  # a farm that signs finishes: its processes start now
                 finishers.start()
+                if settings.en16931_xslt is not None:  # and checks its invoices' rules
+                    _warm_rules(settings.en16931_xslt)
             metrics.signature_cpu.set_function(lambda: finishers.signature_cpu_s() or 0.0)
             stack.push_async_callback(finishers.close)
         runner = JobRunner(
@@ -162,6 +168,27 @@ async def running(
             # A receive in flight when the drain began ends by handing its messages back.
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(loop_task, timeout=15)
+
+
+def _warm_rules(xslt: Path) -> None:
+    """EN 16931's Saxon process started and its stylesheet compiled now, in the background
+    (readiness does not wait): without it the first invoice paid the spawn and the compile, and
+    on a 1-CPU pod starting its browsers and finishing processes the first nine invoices of a
+    burst waited ~1.8 s each in line behind it (docs/benchmarks/einvoice.md). ~160 MiB more from
+    the start in a pod that signs but never checks an invoice."""
+    from reportfarm_renderer.finishing import en16931
+
+    started = time.monotonic()
+
+    def said(done: concurrent.futures.Future[tuple[bool, str]]) -> None:
+        error = done.exception()
+        ok, why = (False, repr(error)) if error is not None else done.result()
+        if ok:
+            logger.info("EN 16931's rules compiled in %.1f s", time.monotonic() - started)
+        else:
+            logger.warning("EN 16931's rules could not be prepared: %s", why)
+
+    en16931.warm(xslt).add_done_callback(said)
 
 
 def _bound_port(app_runner: web.AppRunner, fallback: int) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 from reportfarm_renderer.finishing import en16931
@@ -68,3 +69,20 @@ def test_profiles_that_are_not_en16931_invoices_are_not_held_to_its_rules() -> N
 def test_a_renderer_without_the_rules_refuses_invoices_instead_of_passing_them() -> None:
     with pytest.raises(FinishError, match="REPORTFARM_EN16931_XSLT"):
         en16931.check(invoices.XML.read_bytes(), "en16931", None)
+
+
+def test_the_rules_warmed_ahead_are_ready_for_the_first_invoice_or_say_why_not(
+    tmp_path: Path,
+) -> None:
+    """A renderer that signs warms Saxon's process and its stylesheet at start: the future says
+    it compiled, and the next invoice is checked in the same process; a stylesheet that cannot
+    compile says so (the first invoice's check says it again, failing that job)."""
+    assert XSLT is not None
+    assert en16931.warm(XSLT).result(timeout=120) == (True, "")
+    assert not [f for f in en16931.failures(invoices.XML.read_bytes(), XSLT) if f.flag == "fatal"]
+    broken = tmp_path / "broken.xsl"
+    broken.write_text("<not-a-stylesheet/>")
+    ok, why = en16931.warm(broken).result(timeout=120)
+    assert not ok and "cannot compile EN 16931's rules" in why
+    with pytest.raises(FinishError, match="cannot compile EN 16931's rules"):
+        en16931.check(invoices.XML.read_bytes(), "en16931", broken)

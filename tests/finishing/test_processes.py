@@ -81,6 +81,24 @@ async def test_a_signing_process_measures_a_signature_at_its_start(signing_dir: 
         await printing.close()
 
 
+async def test_processes_start_one_cpu_at_a_time_and_a_job_takes_the_first_ready() -> None:
+    """On a 1-CPU pod the second process starts once the first is ready (a start is CPU-bound:
+    together both were ready only after twice one's start); a job needs only the first."""
+    finishers = processes.FinishingProcesses(size=2, at_once=1)
+    try:
+        finishers.start()
+        assert len(finishers._all) == 1  # the second waits for the first
+        done = await finishers.run(_pdf(1), _inputs(Finish(metadata=Metadata(title="x"))))
+        assert done.pdf.startswith(b"%PDF")
+        await finishers.wait_ready()
+        first, second = finishers._all
+        assert first.ready.done() and second.ready.done()
+        assert len(set(await finishers.pids())) == 2
+        assert processes.FinishingProcesses(size=3, at_once=9).at_once == 3
+    finally:
+        await finishers.close()
+
+
 async def test_a_process_that_dies_fails_only_its_job_and_is_replaced() -> None:
     finishers = processes.FinishingProcesses(size=2)
     finish = Finish(metadata=Metadata(title="big"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 from pathlib import Path
 
 import pikepdf
@@ -108,7 +109,10 @@ async def test_a_locked_report_is_signed_and_stays_locked(
     client: ReportFarmClient,
     signing_dir: Path,
     pki: Pki,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Also: a renderer with a signing key and EN 16931's rules prepares Saxon at start."""
+    caplog.set_level(logging.INFO, logger="reportfarm_renderer.service")
     finish = Finish(
         permissions=Permissions(copy=False, modify=False, annotate=False),
         sign=Signature(visible=True, reason="Final"),
@@ -116,6 +120,11 @@ async def test_a_locked_report_is_signed_and_stays_locked(
     settings = renderer_settings(storage, templates, signing_dir=signing_dir)
     async with service.running(settings):
         [(record, pdf)] = (await _signed(client, {"locked": finish})).values()
+
+        async def compiled() -> bool:
+            return "EN 16931's rules compiled in" in caplog.text
+
+        assert await wait_for(compiled, timeout=60)
     assert {"finish_permissions", "finish_sign"} <= set(record.stages_ms)
     await assert_valid(pdf, pki)
     with pikepdf.open(io.BytesIO(pdf)) as opened:  # opens without a password, as before

@@ -56,9 +56,21 @@ class FinishingProcesses:
     """``size`` finishing processes, each started at once (:meth:`start`) or with its first job."""
 
     def __init__(
-        self, *, size: int, signing_dir: Path | None = None, tsa_url: str | None = None
+        self,
+        *,
+        size: int,
+        signing_dir: Path | None = None,
+        tsa_url: str | None = None,
+        at_once: int | None = None,
     ) -> None:
         self.size = max(1, size)
+        self.at_once = self.size if at_once is None else max(1, min(self.size, at_once))
+        """Processes started together; each further one starts when one of those is ready. A
+        process's start is CPU-bound (~3 s of CPU here: the libraries, the fonts, the key, two
+        signatures): on a 1-CPU pod two at once were both ready only after twice that, and the
+        first jobs of a burst waited for them (``finish_handover``); one after the other, the
+        first is ready in half the time. The pod's whole CPUs is the right number."""
+        self._unstarted = 0
         self.signing_dir = signing_dir
         """The signing folder each process loads its key from (None: no signing)."""
         self.tsa_url = tsa_url
@@ -73,8 +85,8 @@ class FinishingProcesses:
         return 0 if self._free is None else len(self._all) - self._free.qsize()
 
     async def pids(self) -> list[int]:
-        """The processes' ids (each once it is ready)."""
-        self.start()
+        """The processes' ids (each once it is ready, all of them started)."""
+        await self.wait_ready()
         return [await process.ready for process in list(self._all)]
 
     def signature_cpu_s(self) -> float | None:
@@ -95,16 +107,33 @@ class FinishingProcesses:
         return [pid for process in self._all if process.working and (pid := _pid(process.ready))]
 
     def start(self) -> None:
-        """Spawn the processes now (each loads its libraries in the background)."""
+        """Spawn the processes now (each loads its libraries in the background): ``at_once``
+        of them, the others each when one before it is ready."""
         if self._free is not None:
             return
         self._free = asyncio.Queue()
-        for _ in range(self.size):
-            self._free.put_nowait(self._spawn())
+        self._unstarted = self.size
+        for _ in range(self.at_once):
+            self._launch()
+
+    def _launch(self, _: object = None) -> None:
+        if self._closed or self._unstarted <= 0 or self._free is None:
+            return
+        self._unstarted -= 1
+        process = self._spawn()
+        self._free.put_nowait(process)
+        if self._unstarted > 0:  # ready or dead: the next one starts
+            process.ready.add_done_callback(self._launch)
 
     async def wait_ready(self) -> None:
         self.start()
-        await asyncio.gather(*(process.ready for process in self._all))
+        while True:
+            waiting = [process.ready for process in self._all if not process.ready.done()]
+            if self._closed or (not waiting and self._unstarted <= 0):
+                return
+            await asyncio.gather(*waiting, return_exceptions=True)
+            if not waiting:
+                await asyncio.sleep(0)  # a callback is about to start the next one
 
     def _spawn(self) -> _Process:
         executor = concurrent.futures.ProcessPoolExecutor(
