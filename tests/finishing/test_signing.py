@@ -192,6 +192,56 @@ def test_stamps_never_cut_the_face_they_share_and_embed_every_glyph_they_show(
     assert len(parsed.tt["glyf"].keys()) == len(whole["glyf"].keys())
 
 
+def test_a_cjk_stamp_parses_its_face_once_keeps_its_subsets_and_embeds_every_glyph(
+    signer: signing.Signer, pki: Pki
+) -> None:
+    """The CJK face (CID-keyed CFF outlines) is read once per process like the others, and its
+    subsets kept by glyph set: a stamp that repeats an earlier one's glyphs takes the subset as it
+    was cut (the hit), a new one cuts from a copy (the miss), and neither cuts the shared face.
+    Each embedded CFF program has every CID its stamp shows, and each signature is valid."""
+    from fontTools.cffLib import CFFFontSet
+    from reportfarm_renderer.finishing import stamp
+
+    [cjk] = [face for face in fonts.faces() if face.spec.file.startswith("NotoSansCJK")]
+    glyphs = None
+    for reason in ("批准 承認", "批准 承認", "審核 通過 承認", "批准 承認"):
+        pdf = signed(signer, Signature(visible=True, reason=reason))
+        assert_valid(pdf, pki)
+        with pikepdf.open(io.BytesIO(pdf)) as opened:
+            [widget] = opened.Root.AcroForm.Fields
+            shown = set(stamp_cids(widget.AP.N, skip="/F1"))
+            programs = [
+                descendant.FontDescriptor.FontFile3.read_bytes()
+                for font in widget.AP.N.Resources.Font.values()
+                for descendant in font.DescendantFonts
+                if "/FontFile3" in descendant.FontDescriptor
+            ]
+        [program] = programs  # the CJK face's, a CFF program
+        cff = CFFFontSet()
+        cff.decompile(io.BytesIO(program), None)
+        embedded = {int(name[3:]) for name in cff[0].charset if name.startswith("cid")}
+        assert shown and shown <= embedded, reason
+        parsed = stamp._parsed(cjk)
+        assert parsed is not None and parsed.cff
+        count = len(parsed.tt.getGlyphOrder())
+        assert glyphs in (None, count)  # the shared face is never cut
+        glyphs = count
+    assert any(key[0] == cjk.name for key in stamp._SUBSETS)
+
+
+def stamp_cids(appearance: pikepdf.Object, *, skip: str):  # type: ignore[no-untyped-def]
+    """The two-byte codes (CIDs) the stamp shows in its fonts other than ``skip``."""
+    current = None
+    for operands, operator in pikepdf.parse_content_stream(appearance):
+        if str(operator) == "Tf":
+            current = str(operands[0])
+        elif str(operator) in ("Tj", "TJ") and current != skip:
+            for operand in operands[0] if str(operator) == "TJ" else operands:
+                if isinstance(operand, pikepdf.String):
+                    codes = bytes(operand)
+                    yield from (int.from_bytes(codes[i : i + 2]) for i in range(0, len(codes), 2))
+
+
 def stamp_codes(appearance: pikepdf.Object):  # type: ignore[no-untyped-def]
     """The two-byte codes shown in the stamp's first font (F1, the Latin face's: Identity-H)."""
     current = None
