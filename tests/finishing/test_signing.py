@@ -8,9 +8,11 @@ import io
 import re
 from pathlib import Path
 
+import hypothesis
 import pikepdf
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
+from hypothesis import strategies as st
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
@@ -227,6 +229,36 @@ def test_a_cjk_stamp_parses_its_face_once_keeps_its_subsets_and_embeds_every_gly
         assert glyphs in (None, count)  # the shared face is never cut
         glyphs = count
     assert any(key[0] == cjk.name for key in stamp._SUBSETS)
+
+
+@hypothesis.settings(max_examples=25, deadline=None, derandomize=True)
+@hypothesis.given(
+    reason=st.text(
+        alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x9FA5), min_size=1, max_size=12
+    )
+)
+def test_any_cjk_reason_kept_or_cut_embeds_every_glyph_its_stamp_shows(
+    signer: signing.Signer, reason: str
+) -> None:
+    """Generated reasons in CJK ideographs, the same glyphs again or new ones: the CFF program
+    each stamp embeds (a kept subset or a new cut) has every CID it shows, and no glyph is
+    .notdef (the face covers the whole block of unified ideographs)."""
+    from fontTools.cffLib import CFFFontSet
+
+    pdf = signed(signer, Signature(visible=True, reason=reason))
+    with pikepdf.open(io.BytesIO(pdf)) as opened:
+        [widget] = opened.Root.AcroForm.Fields
+        shown = set(stamp_cids(widget.AP.N, skip="/F1"))
+        assert not list(notdef_glyphs(widget.AP.N))
+        [program] = [
+            descendant.FontDescriptor.FontFile3.read_bytes()
+            for font in widget.AP.N.Resources.Font.values()
+            for descendant in font.DescendantFonts
+            if "/FontFile3" in descendant.FontDescriptor
+        ]
+    cff = CFFFontSet()
+    cff.decompile(io.BytesIO(program), None)
+    assert shown <= {int(name[3:]) for name in cff[0].charset if name.startswith("cid")}
 
 
 def stamp_cids(appearance: pikepdf.Object, *, skip: str):  # type: ignore[no-untyped-def]
