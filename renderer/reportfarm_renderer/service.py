@@ -173,8 +173,8 @@ async def running(
 def _warm_rules(xslt: Path) -> None:
     """EN 16931's Saxon process started and its stylesheet compiled now, in the background
     (readiness does not wait): without it the first invoice paid the spawn and the compile, and
-    on a 1-CPU pod starting its browsers and finishing processes the first nine invoices of a
-    burst waited ~1.8 s each in line behind it (docs/benchmarks/einvoice.md). ~160 MiB more from
+    on a 1-CPU pod starting its browsers and finishing processes the first invoices of a
+    burst waited 4-8 s each in line behind it (docs/benchmarks/einvoice.md). ~160 MiB more from
     the start in a pod that signs but never checks an invoice."""
     from reportfarm_renderer.finishing import en16931
 

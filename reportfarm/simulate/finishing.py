@@ -250,8 +250,9 @@ def node_wakes(
 
 def main(argv: list[str]) -> int:
     finish_cpu_s = float(argv[0]) if argv else SIGNED_EINVOICE_CPU_S
+    expecting = node_wakes(expected_finish_cpu_s=capacity.SIGNING_FINISH_CPU_S)
     expected = {
-        f"expected {name}": node_wakes(expected_finish_cpu_s=capacity.SIGNING_FINISH_CPU_S)[name]
+        f"expected {name}": expecting[name]
         for name in ("node-wakes/first burst", "node-wakes/pod_seconds")
     }
     print(json.dumps({**compare(finish_cpu_s=finish_cpu_s), **node_wakes(), **expected}, indent=2))

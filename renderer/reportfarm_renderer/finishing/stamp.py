@@ -139,7 +139,6 @@ def _engine_class() -> Any:
             parsed = _parsed(self.face)
             if parsed is not None and self.tt is parsed.tt:  # never cut the shared one
                 self.tt = TTFont(io.BytesIO(_outlines(self.face)))
-                self._adopt(self.tt)
             super()._extract_subset(options)
             self._adopt(self.tt)
             out = io.BytesIO()
