@@ -13,11 +13,12 @@ from pathlib import Path
 import pikepdf
 import pytest
 from reportfarm_renderer import cpus, finishing
-from reportfarm_renderer.finishing import processes
+from reportfarm_renderer.finishing import keys, processes
 
+from reportfarm import outcomes
 from reportfarm.finishing import Finish, Metadata, Signature
 
-from .keys import Pki, validate
+from .keys import Pki, rsa_key, validate
 
 
 def _pdf(pages: int) -> bytes:
@@ -79,6 +80,33 @@ async def test_a_signing_process_measures_a_signature_at_its_start(signing_dir: 
     finally:
         await signing.close()
         await printing.close()
+
+
+async def test_a_key_that_fails_the_first_process_proof_is_its_reason_and_signs_nothing(
+    pki: Pki, tmp_path: Path
+) -> None:
+    """The first process's start signs the blank page that proves the farm's key (the renderer's
+    own process no longer does when it has processes): a key it cannot use is raised by
+    ``proven()`` with the reason, as the renderer's start would say it; a job that asks for a
+    signature there is refused as temporary (another pod may sign it), one that does not is
+    finished."""
+    folder = pki.write(tmp_path / "secret", key=rsa_key())  # not the certificate's key
+    finishers = processes.FinishingProcesses(size=1, signing_dir=folder)
+    try:
+        with pytest.raises(keys.SignerError, match=r"does not match the certificate in"):
+            await finishers.proven()
+        with pytest.raises(outcomes.TemporaryError, match="this finishing process cannot sign"):
+            await finishers.run(_pdf(1), _inputs(Finish(sign=Signature(visible=True))))
+        done = await finishers.run(_pdf(1), _inputs(Finish(metadata=Metadata(title="x"))))
+        assert done.pdf.startswith(b"%PDF") and finishers.replaced == 0
+    finally:
+        await finishers.close()
+    good = processes.FinishingProcesses(size=1, signing_dir=pki.write(tmp_path / "good"))
+    try:
+        await good.proven()  # a key that signs: no error, and its signature was measured
+        assert (await good.pids())[0] != os.getpid()
+    finally:
+        await good.close()
 
 
 async def test_processes_start_one_cpu_at_a_time_and_a_job_takes_the_first_ready() -> None:

@@ -2,10 +2,13 @@
 renderer's process runs Playwright's threads).
 
 A child loads what every job would otherwise load again, once (:func:`start`): the signing key
-and certificates, parsed (without the blank-page proof: the renderer's own process made it at
-start), the stage modules, the faces' character maps and the stamp's font programs, and signs a
-blank page twice (the first signature's one-time costs paid here; the second's CPU measured:
-:func:`signature_cpu_s`). Then it runs
+and certificates, parsed, the stage modules, the faces' character maps and the stamp's font
+programs, and signs a blank page twice (the first signature's one-time costs paid here; the
+second's CPU measured: :func:`signature_cpu_s`). The first of those signatures is the farm's
+proof that its key signs (the renderer's own process no longer makes one when it has finishing
+processes): a key or a stamp that fails it is kept as the reason, :func:`ready` raises it, the
+renderer stops at start with it, and a job that signs handed to such a process is refused as
+temporary (another process or pod may sign it). Then it runs
 every stage a job asks for, in order (:func:`finish`), and answers with the finished PDF and each
 stage's wall and CPU time, or with the failure, as plain values: the job runner's exception types
 do not cross a process boundary whole.
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING
 from reportfarm import outcomes
 from reportfarm_renderer import finishing
 
-from . import fonts, signers
+from . import fonts, keys, signers
 
 if TYPE_CHECKING:
     from .signing import Signer
@@ -33,6 +36,8 @@ _SIGNER: dict[str, Signer] = {}
 """The child's one piece of state, set once by :func:`start` (a process runs one job at a time)."""
 _MEASURED: dict[str, float] = {}
 """What :func:`start` measured: ``signature_cpu_s`` (see :func:`signature_cpu_s`)."""
+_REFUSED: dict[str, str] = {}
+"""Why this process cannot sign (``reason``), if its start found that its key or stamp fails."""
 
 MODULES = ("metadata", "facturx", "attachments", "pdfua", "pdfa", "permissions", "signing")
 
@@ -71,20 +76,27 @@ def start(signing_dir: str | None, tsa_url: str | None) -> None:
     for module in MODULES:
         importlib.import_module(f"{finishing.__name__}.{module}")
     fonts.faces()
-    if signing_dir is not None:
+    if signing_dir is None:
+        return
+    try:
         signer = signers.load(Path(signing_dir), timestamp_url=tsa_url, prove=False)
-        if signer is not None:
-            _SIGNER["farm"] = signer
-            from . import stamp
+        if signer is None:
+            raise keys.SignerError(f"{signing_dir} holds no key any more")
+        from . import stamp
 
-            stamp.warm()
-            _MEASURED["signature_cpu_s"] = _warm_signature(signer)
+        stamp.warm()
+        _MEASURED["signature_cpu_s"] = _warm_signature(signer)
+    except keys.SignerError as error:
+        _REFUSED["reason"] = str(error)
+        return
+    _SIGNER["farm"] = signer
 
 
 def _warm_signature(signer: Signer) -> float:
     """Sign a blank page twice with a visible stamp, as a job's signature would: the first pays
     what a process pays once (pyHanko's first signature, the stamp's appearance, the signature's
-    reserved size), so the first job does not; the second's CPU seconds are returned."""
+    reserved size), so the first job does not; the second's CPU seconds are returned. The first
+    is the proof (:meth:`.signing.Signer.prove`): raises :class:`.keys.SignerError`."""
     signer.prove()
     started = time.process_time()
     signer.prove()
@@ -92,7 +104,10 @@ def _warm_signature(signer: Signer) -> float:
 
 
 def ready() -> int:
-    """Answered once :func:`start` ran: the process's id."""
+    """Answered once :func:`start` ran: the process's id. Raises :class:`.keys.SignerError` with
+    the reason when its key or stamp failed the proof."""
+    if "reason" in _REFUSED:
+        raise keys.SignerError(_REFUSED["reason"])
     return os.getpid()
 
 
@@ -106,6 +121,9 @@ def signature_cpu_s() -> float | None:
 
 def finish(pdf: bytes, inputs: finishing.Inputs) -> Finished | Failed:
     """Every stage ``inputs.finish`` asks for, in order, with this process's signer."""
+    if inputs.finish.sign is not None and "reason" in _REFUSED:
+        reason = f"this finishing process cannot sign: {_REFUSED['reason']}"
+        return Failed("finishing", reason, "temporary", temporary=True)
     inputs.signer = _SIGNER.get("farm")
     timings: list[Timing] = []
     for name, stage in finishing.plan(inputs.finish):

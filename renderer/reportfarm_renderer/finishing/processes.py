@@ -29,6 +29,7 @@ import signal
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any
 
 from reportfarm import outcomes
 from reportfarm_renderer import finishing
@@ -125,6 +126,18 @@ class FinishingProcesses:
         if self._unstarted > 0:  # ready or dead: the next one starts
             process.ready.add_done_callback(self._launch)
 
+    async def proven(self) -> None:
+        """Wait for the first process's start, whose first signature is the farm's proof that its
+        key signs (the renderer's own process makes none when it has finishing processes):
+        raises :class:`.keys.SignerError` with the reason when the key or the stamp failed it.
+        A process that died at start for another reason is replaced at its first job, as any."""
+        self.start()
+        first = self._all[0]
+        try:
+            await first.ready
+        except BrokenProcessPool:
+            logger.warning("the first finishing process ended while it started: replaced later")
+
     async def wait_ready(self) -> None:
         self.start()
         while True:
@@ -146,6 +159,7 @@ class FinishingProcesses:
             ),
         )
         ready = asyncio.wrap_future(executor.submit(child.ready))
+        ready.add_done_callback(_retrieve)  # a refused proof is raised by proven()
         signature = asyncio.wrap_future(executor.submit(child.signature_cpu_s))
         signature.add_done_callback(_retrieve)  # a process that died first answers nothing
         process = _Process(executor, ready, signature)
@@ -239,7 +253,7 @@ def _death(process: _Process, *, wait_s: float = 2.0) -> tuple[int | None, int |
     return pid, None
 
 
-def _retrieve(future: asyncio.Future[float | None]) -> None:
+def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
 
