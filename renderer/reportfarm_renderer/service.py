@@ -8,12 +8,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import logging
 import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -30,9 +30,6 @@ from reportfarm_renderer.jobs import JobRunner
 from reportfarm_renderer.metrics import RendererMetrics
 from reportfarm_renderer.settings import RendererSettings
 from reportfarm_renderer.worker import QueueWorker
-
-if TYPE_CHECKING:
-    from reportfarm_renderer.finishing.signing import Signer
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +82,10 @@ async def running(
         pool = first.pool
         # The signing key is read once, while the first browser launches: a key that cannot be used
         # stops the renderer here, with its reason, instead of failing every job that asks for a
-        # signature. With finishing processes, the first of them signs the blank page that proves
-        # it (below, before the first job), not this process as well (~1-1.6 s of CPU here
-        # beside the browser's launch and the finishing processes' own start on a 1-CPU pod).
-        proves_here = settings.finishers() == 0
-        signer = await asyncio.to_thread(_signer, settings, prove=proves_here)
+        # signature.
+        signer = await asyncio.to_thread(
+            functools.partial(signers.load, settings.signing_dir, timestamp_url=settings.tsa_url)
+        )
         if signer is None:
             logger.info("signing: off (no %s in %s)", keys.KEY_FILE, settings.signing_dir)
         else:
@@ -137,9 +133,6 @@ async def running(
         stack.push_async_callback(runner.hints.close)
         await first.launching
         timeline.mark("browser_ready")
-        if finishers is not None and signer is not None:
-            await finishers.proven()  # raises the reason a key or stamp failed its proof
-            logger.info("signing: the first finishing process signed a blank page with the key")
         parts.pool = pool
         await pool.resize(settings.pool_size)  # the others launch in the background
         logger.info("first browser ready, %d more launching", pool.launching)
@@ -175,15 +168,6 @@ async def running(
             # A receive in flight when the drain began ends by handing its messages back.
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(loop_task, timeout=15)
-
-
-def _signer(settings: RendererSettings, *, prove: bool) -> Signer | None:
-    """The farm's signer from its folder (None: signing is off), proven here when ``prove``,
-    else announced only (the first finishing process proves it). Blocking."""
-    signer = signers.load(settings.signing_dir, timestamp_url=settings.tsa_url, prove=prove)
-    if signer is not None and not prove:
-        signer.announce()
-    return signer
 
 
 def _warm_rules(xslt: Path) -> None:

@@ -82,31 +82,28 @@ async def test_a_signing_process_measures_a_signature_at_its_start(signing_dir: 
         await printing.close()
 
 
-async def test_a_key_that_fails_the_first_process_proof_is_its_reason_and_signs_nothing(
+async def test_a_process_that_cannot_sign_says_why_and_refuses_signing_jobs_as_temporary(
     pki: Pki, tmp_path: Path
 ) -> None:
-    """The first process's start signs the blank page that proves the farm's key (the renderer's
-    own process no longer does when it has processes): a key it cannot use is raised by
-    ``proven()`` with the reason, as the renderer's start would say it; a job that asks for a
-    signature there is refused as temporary (another pod may sign it), one that does not is
-    finished."""
+    """A child's own load fails (here a key that is not the certificate's, as a Secret changed
+    after the renderer proved it would be): its ``ready`` raises the reason, a job that asks for
+    a signature there is refused as temporary with it (another pod may sign it), one that does
+    not is finished, and no process is replaced (an initializer that raised broke the process at
+    each signing job, the reason only in its stderr)."""
     folder = pki.write(tmp_path / "secret", key=rsa_key())  # not the certificate's key
     finishers = processes.FinishingProcesses(size=1, signing_dir=folder)
     try:
+        finishers.start()
         with pytest.raises(keys.SignerError, match=r"does not match the certificate in"):
-            await finishers.proven()
-        with pytest.raises(outcomes.TemporaryError, match="this finishing process cannot sign"):
-            await finishers.run(_pdf(1), _inputs(Finish(sign=Signature(visible=True))))
+            await finishers._all[0].ready
+        for _ in range(2):
+            with pytest.raises(outcomes.TemporaryError, match="this finishing process cannot sign"):
+                await finishers.run(_pdf(1), _inputs(Finish(sign=Signature(visible=True))))
         done = await finishers.run(_pdf(1), _inputs(Finish(metadata=Metadata(title="x"))))
         assert done.pdf.startswith(b"%PDF") and finishers.replaced == 0
+        assert finishers.signature_cpu_s() is None
     finally:
         await finishers.close()
-    good = processes.FinishingProcesses(size=1, signing_dir=pki.write(tmp_path / "good"))
-    try:
-        await good.proven()  # a key that signs: no error, and its signature was measured
-        assert (await good.pids())[0] != os.getpid()
-    finally:
-        await good.close()
 
 
 async def test_processes_start_one_cpu_at_a_time_and_a_job_takes_the_first_ready() -> None:

@@ -167,36 +167,6 @@ async def test_a_key_that_cannot_be_used_stops_the_renderer_at_start(
             pytest.fail("the renderer started with a key it cannot use")
 
 
-async def test_with_finishing_processes_the_first_of_them_proves_the_key_not_the_renderer(
-    storage: StorageSettings,
-    templates: Path,
-    signing_dir: Path,
-    client: ReportFarmClient,
-    pki: Pki,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The blank page that proves the key is signed once, by the first finishing process (a
-    process of its own, spawned: this patch does not reach it), not also by the renderer's
-    process beside the browser's launch; without finishing processes the renderer proves it."""
-
-    def refused(self: signing.Signer) -> None:
-        raise signing.SignerError("proved in the renderer's own process")
-
-    monkeypatch.setattr(signing.Signer, "prove", refused)
-    with_processes = renderer_settings(storage, templates, signing_dir=signing_dir)
-    assert with_processes.finishers() > 0
-    async with service.running(with_processes):
-        [(_, pdf)] = (await _signed(client, {"signed": Finish(sign=Signature())})).values()
-    status = await checked(pdf, pki)
-    assert status.bottom_line, status.pretty_print_details()
-    in_a_thread = renderer_settings(
-        storage, templates, signing_dir=signing_dir, finishing_processes=0
-    )
-    with pytest.raises(signing.SignerError, match="proved in the renderer's own process"):
-        async with service.running(in_a_thread):
-            pytest.fail("the renderer without finishing processes did not prove its key")
-
-
 async def test_the_worker_process_exits_with_the_reason_when_its_key_cannot_be_used(
     storage: StorageSettings,
     templates: Path,

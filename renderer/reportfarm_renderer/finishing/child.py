@@ -2,13 +2,14 @@
 renderer's process runs Playwright's threads).
 
 A child loads what every job would otherwise load again, once (:func:`start`): the signing key
-and certificates, parsed, the stage modules, the faces' character maps and the stamp's font
-programs, and signs a blank page twice (the first signature's one-time costs paid here; the
-second's CPU measured: :func:`signature_cpu_s`). The first of those signatures is the farm's
-proof that its key signs (the renderer's own process no longer makes one when it has finishing
-processes): a key or a stamp that fails it is kept as the reason, :func:`ready` raises it, the
-renderer stops at start with it, and a job that signs handed to such a process is refused as
-temporary (another process or pod may sign it). Then it runs
+and certificates, parsed (without the blank-page proof: the renderer's own process made it at
+start), the stage modules, the faces' character maps and the stamp's font programs, and signs a
+blank page twice (the first signature's one-time costs paid here; the second's CPU measured:
+:func:`signature_cpu_s`). A child whose own load or signatures fail (the Secret's folder changed
+since the renderer proved it, a stamp that cannot be set) keeps the reason: :func:`ready` raises
+it and a job that signs is refused there as temporary, with it (another process or pod may sign
+it), where an initializer that raised broke the process, lost the reason in the child's stderr
+and was replaced by one that broke again at each signing job. Then it runs
 every stage a job asks for, in order (:func:`finish`), and answers with the finished PDF and each
 stage's wall and CPU time, or with the failure, as plain values: the job runner's exception types
 do not cross a process boundary whole.

@@ -126,18 +126,6 @@ class FinishingProcesses:
         if self._unstarted > 0:  # ready or dead: the next one starts
             process.ready.add_done_callback(self._launch)
 
-    async def proven(self) -> None:
-        """Wait for the first process's start, whose first signature is the farm's proof that its
-        key signs (the renderer's own process makes none when it has finishing processes):
-        raises :class:`.keys.SignerError` with the reason when the key or the stamp failed it.
-        A process that died at start for another reason is replaced at its first job, as any."""
-        self.start()
-        first = self._all[0]
-        try:
-            await first.ready
-        except BrokenProcessPool:
-            logger.warning("the first finishing process ended while it started: replaced later")
-
     async def wait_ready(self) -> None:
         self.start()
         while True:
@@ -159,7 +147,7 @@ class FinishingProcesses:
             ),
         )
         ready = asyncio.wrap_future(executor.submit(child.ready))
-        ready.add_done_callback(_retrieve)  # a refused proof is raised by proven()
+        ready.add_done_callback(_retrieve)  # a child that cannot sign raises its reason here
         signature = asyncio.wrap_future(executor.submit(child.signature_cpu_s))
         signature.add_done_callback(_retrieve)  # a process that died first answers nothing
         process = _Process(executor, ready, signature)

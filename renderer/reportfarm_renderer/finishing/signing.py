@@ -6,9 +6,8 @@ The key and its certificate come from a ``kubernetes.io/tls`` Secret mounted as 
 (``REPORTFARM_SIGNING_DIR``, by default ``renderer_api.SIGNING_DIR``): ``tls.key`` (unencrypted,
 PEM or DER), ``tls.crt`` (the signer's certificate, possibly followed by its intermediates, as
 cert-manager writes it) and optionally ``ca.crt`` (more of the chain, embedded too). They are read
-once, at start, by :meth:`Signer.load`, and a blank page is signed to prove they work (in the
-renderer's process, or in the first finishing process when it has them): a key that cannot be
-used stops the renderer with its reason instead of failing every job. A folder
+once, at start, by :meth:`Signer.load`, which also signs a blank page to prove they work: a key
+that cannot be used stops the renderer with its reason instead of failing every job. A folder
 with neither file means no signing: a job asking for a signature then fails (poison) saying so.
 A job never carries a key; it only asks for a signature.
 
@@ -155,9 +154,8 @@ class Signer:
         cls, folder: Path, *, timestamp_url: str | None = None, prove: bool = True
     ) -> Signer | None:
         """The key in ``folder`` (a mounted ``kubernetes.io/tls`` Secret), proven by signing a
-        blank page and announced (unless ``prove`` is False: a renderer with finishing processes
-        leaves the proof to the first of them, see :mod:`.child`); None when the folder holds
-        neither key nor certificate (signing is off).
+        blank page (unless ``prove`` is False: a finishing process loads the key the renderer
+        proved); None when the folder holds neither key nor certificate (signing is off).
         Blocking (files, a signature): run it in a thread. Raises :class:`SignerError`."""
         key_path, cert_path = folder / KEY_FILE, folder / CERT_FILE
         if absent(folder):
@@ -201,19 +199,14 @@ class Signer:
         if not prove:
             return signer
         signer.prove()
-        signer.announce()
-        return signer
-
-    def announce(self) -> None:
-        """What the start-up log says once per renderer: the timestamp authority's first answer
-        (:meth:`try_timestamp`) and a signer's name no font draws whole. Blocking."""
-        self.try_timestamp()
-        if fonts.undrawable(self.name) is not None:
+        signer.try_timestamp()
+        if fonts.undrawable(signer.name) is not None:
             logger.warning(
                 "no font draws all of the signer's name %r: stamps say %r",
-                self.name,
-                fonts.drawable(self.name),
+                signer.name,
+                fonts.drawable(signer.name),
             )
+        return signer
 
     def try_timestamp(self) -> None:
         """Ask the timestamp authority once, at start: an answer it cannot give is logged (a
