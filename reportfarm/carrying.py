@@ -15,8 +15,10 @@ record names (its size); otherwise the hint wakes the wait as before and the gat
 
 The key is derived from the storage account's secret (the account key or SAS of the connection
 string), which the gateway and the renderers already share: whoever can sign a hint can write the
-record itself. An account reached with Entra ID (no secret in a connection string) has no key
-here: its hints carry nothing, as before. Only PDFs up to :data:`MAX_PDF_BYTES` ride a hint.
+record itself. An account reached with Entra ID has no secret in a connection string: there the
+key is ``REPORTFARM_HINT_KEY`` (a Secret both sides mount; it wins over the derived key when set),
+and without it hints carry nothing and hand-offs are declined, as before. Only PDFs up to
+:data:`MAX_PDF_BYTES` ride a hint.
 
 The same key, derived once more for the purpose, signs a hand-off (``renderer_api.HANDOFF_PATH``):
 a message the gateway sent invisible and hands, with its pop receipt, to a renderer.
@@ -47,9 +49,12 @@ _HANDOFF_LABEL = b"reportfarm hand-off v1"
 _SECRET_PARTS = ("accountkey", "sharedaccesssignature")
 
 
-def key_for(connection_string: str | None) -> bytes | None:
-    """The hints' key from the storage account's secret in ``connection_string``, or None (no
-    connection string, or none with a key or SAS in it)."""
+def key_for(connection_string: str | None, *, hint_key: str | None = None) -> bytes | None:
+    """The hints' key: from ``hint_key`` (``REPORTFARM_HINT_KEY``) when given, else from the
+    storage account's secret in ``connection_string``; None when neither (no connection string,
+    or none with a key or SAS in it)."""
+    if hint_key:
+        return hmac.new(hint_key.encode("utf-8"), _LABEL, hashlib.sha256).digest()
     if not connection_string:
         return None
     try:

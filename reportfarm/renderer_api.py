@@ -165,6 +165,9 @@ class RendererEnvironment:
     """The bearer token ``PUT /pool`` requires (a Secret)."""
     tsa_url: str | None = common.setting(Var.TSA_URL, None)
     """The timestamp authority of the pool's signatures (PAdES B-T)."""
+    hint_key: Value | None = common.setting(common.HINT_KEY_VAR, None, secret=True)
+    """The key of hand-offs and carried answers, shared with the gateway (a Secret); unset: derived
+    from the connection string's account key or SAS (none with Entra ID)."""
 
     def variables(self) -> Iterator[tuple[str, Value]]:
         """(name, value) of every variable set, in field order."""

@@ -31,6 +31,9 @@ ACCOUNT_URL_VAR = "AZURE_STORAGE_ACCOUNT_URL"
 BLOB_URL_VAR = "AZURE_STORAGE_BLOB_URL"
 QUEUE_VAR = "REPORTFARM_QUEUE"
 CONTAINER_VAR = "REPORTFARM_CONTAINER"
+HINT_KEY_VAR = "REPORTFARM_HINT_KEY"
+HINT_KEY_MIN_CHARS = 32
+"""A hint key shorter than this is refused: whoever holds it can hand a renderer a job."""
 
 _T = TypeVar("_T")
 _D = TypeVar("_D", bound="DataclassInstance")
@@ -165,6 +168,18 @@ class FromEnv:
         return from_env(cls, env, **overrides)
 
 
+def _hint_key(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    if len(value) < HINT_KEY_MIN_CHARS:
+        raise SettingsError(
+            f"{name} has {len(value)} characters: at least {HINT_KEY_MIN_CHARS} (whoever holds it "
+            "can hand a renderer a job; e.g. `openssl rand -hex 32`)"
+        )
+    return value
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StorageSettings(FromEnv):
     """Where jobs and their outputs live, and how to sign in to that account.
@@ -188,6 +203,12 @@ class StorageSettings(FromEnv):
     """REPORTFARM_QUEUE: the job queue; its poison queue is ``<queue>-poison``."""
     container: str = setting(CONTAINER_VAR, "reports")
     """REPORTFARM_CONTAINER: the blob container for PDFs, result records and payloads."""
+    hint_key: str | None = setting(HINT_KEY_VAR, None, secret=True, parse=_hint_key)
+    """REPORTFARM_HINT_KEY: the secret the gateway and the renderers sign hand-offs and carried
+    answers with (``reportfarm.carrying``), at least 32 characters, the same on both sides;
+    unset: derived from the account key or SAS of the connection string, so an account reached
+    with Entra ID (no secret in a connection string) has hand-offs and carried answers only
+    with it."""
 
     @property
     def configured(self) -> bool:

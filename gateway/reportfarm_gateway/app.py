@@ -74,7 +74,8 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
-    key = carrying.key_for(settings.storage.connection_string)
+    storage = settings.storage
+    key = carrying.key_for(storage.connection_string, hint_key=storage.hint_key)
     app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address, key=key)  # or why not
     app[hinting.WAKER] = hinting.Waker(
         targets=settings.wake,

@@ -179,6 +179,7 @@ def renderer_container(spec: specs.ReportPoolSpec) -> dict[str, Any]:
 def renderer_environment(spec: specs.ReportPoolSpec) -> renderer_api.RendererEnvironment:
     """What a ReportPool's renderers are told (the renderer's contract), before it is a manifest."""
     queue, connection, token = spec.queue, spec.queue.connection_secret, spec.admin_token_secret
+    hint_key = spec.hint_key_secret
     return renderer_api.RendererEnvironment(
         connection_string=None if connection is None else renderer_api.FromSecret(*connection),
         account_url=None if connection is not None else queue.account_url,
@@ -197,6 +198,7 @@ def renderer_environment(spec: specs.ReportPoolSpec) -> renderer_api.RendererEnv
         worker_id=renderer_api.FromPodField("metadata.name"),
         admin_token=None if token is None else renderer_api.FromSecret(*token),
         tsa_url=spec.signing_timestamp_url,
+        hint_key=None if hint_key is None else renderer_api.FromSecret(*hint_key),
     )
 
 

@@ -53,7 +53,11 @@ DEFAULTS: dict[str, Any] = {
     "visibilityTimeoutSeconds": 60,
 }
 """The CRD's defaults, as a spec fragment."""
-SECRET_KEY_DEFAULTS = {"connectionSecretRef": "connection-string", "adminTokenSecretRef": "token"}
+SECRET_KEY_DEFAULTS = {
+    "connectionSecretRef": "connection-string",
+    "adminTokenSecretRef": "token",
+    "hintKeySecretRef": "hint-key",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +129,8 @@ def get(spec: Mapping[str, Any], *path: str) -> Any:
 
 
 def secret_ref(spec: Mapping[str, Any], field: str) -> tuple[str, str] | None:
-    """(Secret name, key) of ``queue.connectionSecretRef`` or ``adminTokenSecretRef``."""
+    """(Secret name, key) of ``queue.connectionSecretRef``, ``adminTokenSecretRef`` or
+    ``hintKeySecretRef``."""
     holder = spec.get("queue", {}) if field == "connectionSecretRef" else spec
     ref = holder.get(field)
     if not ref:
@@ -221,6 +226,9 @@ class ReportPoolSpec:
     service_account: str | None
     admin_token_secret: tuple[str, str] | None
     """(Secret, key) of the token ``PUT /pool`` requires; None: no token."""
+    hint_key_secret: tuple[str, str] | None = None
+    """(Secret, key) of the renderers' and the gateway's hint key (``REPORTFARM_HINT_KEY``); None:
+    derived from the connection string."""
     signing_secret: str | None
     """The ``kubernetes.io/tls`` Secret with the farm's signing key, mounted into every renderer
     at ``renderer_api.SIGNING_DIR``; None: the renderers do not sign."""
@@ -299,6 +307,7 @@ def _read(
         visibility_timeout_s=int(get(spec, "visibilityTimeoutSeconds")),
         service_account=_optional(spec, "serviceAccountName"),
         admin_token_secret=secret_ref(spec, "adminTokenSecretRef"),
+        hint_key_secret=secret_ref(spec, "hintKeySecretRef"),
         signing_secret=_optional(spec.get("signingSecretRef") or {}, "name"),
         signing_timestamp_url=_optional(spec, "signingTimestampUrl"),
         templates_config_map=_optional(templates, "configMapName"),

@@ -24,6 +24,7 @@ def test_what_the_operator_writes_the_renderer_reads_back() -> None:
         log_format="json",
         worker_id="renderer-7",
         admin_token="s3cret",
+        hint_key="k" * 32,
     )
     env = dict(written.variables())
     assert all(isinstance(value, str) for value in env.values())
@@ -37,6 +38,7 @@ def test_what_the_operator_writes_the_renderer_reads_back() -> None:
     )
     assert settings.storage.account_url == "https://acct.queue.core.windows.net"
     assert (settings.storage.queue, settings.storage.container) == ("jobs", "pdfs")
+    assert settings.storage.hint_key == "k" * 32
 
 
 def test_unset_variables_keep_the_renderers_defaults() -> None:

@@ -68,6 +68,8 @@ def plain(kind: Any) -> Any:
 
 def another_value(kind: Any, default: Any, var: common.Variable) -> tuple[str, Any]:
     """A value for the variable other than the default, as text and as the field then holds."""
+    if var.parse is not None and kind is str:  # a key with a length to hold
+        return "k" * common.HINT_KEY_MIN_CHARS, "k" * common.HINT_KEY_MIN_CHARS
     if var.parse is not None:
         return "k=v", {"k": "v"}
     if kind is bool:
@@ -141,6 +143,14 @@ def test_secrets_are_used_byte_for_byte_and_names_are_trimmed() -> None:
     env = {common.CONNECTION_STRING_VAR: "a=b;key=k \n", common.QUEUE_VAR: " jobs\n"}
     storage = common.StorageSettings.from_env(env)
     assert (storage.connection_string, storage.queue) == ("a=b;key=k \n", "jobs")
+
+
+def test_a_short_hint_key_is_refused_naming_its_variable() -> None:
+    short = {common.HINT_KEY_VAR: "k" * (common.HINT_KEY_MIN_CHARS - 1)}
+    with pytest.raises(common.SettingsError, match=r"^REPORTFARM_HINT_KEY has 31 characters"):
+        common.StorageSettings.from_env(short)
+    padded = {common.HINT_KEY_VAR: " " + "k" * common.HINT_KEY_MIN_CHARS + "\n"}
+    assert common.StorageSettings.from_env(padded).hint_key == "k" * common.HINT_KEY_MIN_CHARS
 
 
 def test_each_variable_is_declared_once() -> None:

@@ -499,7 +499,12 @@ def test_gateway_hints_reach_the_pools_renderers_and_this_replica(helm: Path) ->
 
 
 def test_gateway_deployment_reads_tokens_and_storage_from_secrets(helm: Path) -> None:
-    docs = render(helm, *GATEWAY_ON, "gateway.webhookSecretsRef.name=hooks")
+    docs = render(
+        helm,
+        *GATEWAY_ON,
+        "gateway.webhookSecretsRef.name=hooks",
+        "gateway.hintKeySecretRef.name=hints",
+    )
     gateway = [d for d in docs if d["metadata"]["name"] == "rf-reportfarm-gateway"]
     assert sorted(d["kind"] for d in gateway) == ["Deployment", "PodDisruptionBudget", "Service"]
     deployment = next(d for d in gateway if d["kind"] == "Deployment")
@@ -521,6 +526,7 @@ def test_gateway_deployment_reads_tokens_and_storage_from_secrets(helm: Path) ->
         },
         "REPORTFARM_TOKENS": {"name": "tenant-tokens", "key": "tokens"},
         "REPORTFARM_WEBHOOK_SECRETS": {"name": "hooks", "key": "secrets"},
+        "REPORTFARM_HINT_KEY": {"name": "hints", "key": "hint-key"},
     }
     assert env["REPORTFARM_QUEUE"]["value"] == "reports"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"

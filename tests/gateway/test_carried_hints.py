@@ -64,7 +64,8 @@ def _count(gateway: Gateway, outcome: str) -> float:
     return value or 0.0
 
 
-KEY = carrying.key_for("AccountName=a;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net")
+CONNECTION = "AccountName=a;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net"
+KEY = carrying.key_for(CONNECTION)
 OTHER_KEY = carrying.key_for("AccountName=a;AccountKey=b3RoZXI=;EndpointSuffix=core.windows.net")
 
 
@@ -141,6 +142,10 @@ async def test_a_gateway_without_a_key_never_reads_what_a_hint_carries(
     """An account reached with Entra ID (no secret in a connection string) has no key."""
     assert carrying.key_for(None) is None
     assert carrying.key_for("BlobEndpoint=https://a.blob.core.windows.net/") is None
+    # REPORTFARM_HINT_KEY is the key then, with or without a connection string, and wins
+    given = carrying.key_for(None, hint_key="k" * 32)
+    assert given is not None and given == carrying.key_for(CONNECTION, hint_key="k" * 32)
+    assert given not in (KEY, carrying.key_for(None, hint_key="k" * 33))
     async with running_gateway(gateway_settings(storage)) as gateway:
         waiters = gateway.app[hinting.WAITERS]
         key = waiters.key

@@ -8,6 +8,7 @@ What may not happen: a job lost or held past its hold, a forged hand-off run."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -119,6 +120,50 @@ async def test_a_handed_off_report_runs_at_once_without_a_receive_or_a_wake(
     # Generous: a report takes well under a second here; the renderer's next receive was a
     # minute away.
     assert took < SLOW_POLL_S / 2, took
+
+
+async def test_a_hint_key_of_their_own_hands_off_and_carries_where_the_account_has_no_secret(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    """An account reached with Entra ID has no secret in a connection string to derive the key
+    from: ``REPORTFARM_HINT_KEY`` (a Secret both sides mount) is the key then, and wins over the
+    derived one. Here both sides share a connection string, so the keys they would derive agree:
+    a report is handed over and its answer carried only when their hint keys agree too, and
+    when they differ the offer is refused and the answer read back, and the report still
+    arrives."""
+    mine = dataclasses.replace(storage, hint_key="k" * 40)
+    theirs = dataclasses.replace(storage, hint_key="another key of at least 32 characters")
+    assert carrying.key_for(None, hint_key=mine.hint_key) is not None  # no connection string
+    settings = renderer_settings(mine, template_dir)
+    async with service.running(settings) as renderer:
+        outcomes = []
+        for gateway_storage, name in ((mine, "王小明"), (theirs, "李四")):
+            port = free_port()
+            async with gateway_on_port(
+                gateway_storage,
+                port=port,
+                poll_s=SLOW_POLL_S,
+                hinted_poll_s=SLOW_POLL_S,
+                wake=(f"localhost:{renderer.port}",),
+                notify_address=f"127.0.0.1:{port}",
+                handoff_s=int(SLOW_POLL_S),
+            ) as gateway:
+                pdf, _ = await _report(gateway, name)
+                assert name in pdf_text(pdf)
+                waker = gateway.app[hinting.WAKER]
+                done = {
+                    outcome: gateway.app[context.METRICS].registry.get_sample_value(
+                        "reportfarm_gateway_hints_total", {"kind": "done", "outcome": outcome}
+                    )
+                    for outcome in ("carried", "refused")
+                }
+                outcomes.append((waker.handed, waker.revealed, done["carried"], done["refused"]))
+    assert outcomes[0] == (1, 0, 1, None)  # handed over, its answer carried
+    assert outcomes[1] == (0, 1, None, 1)  # refused, revealed, received; answer read back
+    refused = renderer.parts.metrics.registry.get_sample_value(
+        "reportfarm_hints_total", {"kind": "handoff", "outcome": "refused"}
+    )
+    assert refused == 1 and renderer.worker.handoffs == 1
 
 
 async def test_a_renderer_without_room_says_so_and_the_job_is_on_the_lane_at_once(

@@ -96,6 +96,7 @@ def test_renderer_environment() -> None:
         "visibilityTimeoutSeconds": 90,
         "terminationGracePeriodSeconds": 120,
         "adminTokenSecretRef": {"name": "admin"},
+        "hintKeySecretRef": {"name": "hints"},
         "queue": {"name": "jobs", "connectionSecretRef": {"name": "storage", "key": "cs"}},
     }
     deployment = by_kind(pool(**spec))["Deployment"]
@@ -104,6 +105,9 @@ def test_renderer_environment() -> None:
     assert secret == {"name": "storage", "key": "cs"}
     token = variables["REPORTFARM_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]
     assert token == {"name": "admin", "key": "token"}  # the CRD's default key
+    hints = variables["REPORTFARM_HINT_KEY"]["valueFrom"]["secretKeyRef"]
+    assert hints == {"name": "hints", "key": "hint-key"}  # the gateway's key, from a Secret
+    assert "REPORTFARM_HINT_KEY" not in env(by_kind(pool())["Deployment"])  # unset: derived
     assert variables["REPORTFARM_QUEUE"]["value"] == "jobs"
     assert variables["REPORTFARM_CONTAINER"]["value"] == "pdfs"
     assert variables["REPORTFARM_VISIBILITY_TIMEOUT"]["value"] == "90"

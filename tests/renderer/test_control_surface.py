@@ -26,6 +26,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from reportfarm_gateway import context, hinting
 from reportfarm_operator import children, observing, specs
 from reportfarm_renderer import service
 
@@ -33,7 +34,7 @@ from reportfarm import azurite, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 from reportfarm.storage import accounts
-from tests.gateway.conftest import auth, gateway_settings, running_gateway
+from tests.gateway.conftest import auth, free_port, gateway_on_port
 from tests.harness import entra
 from tests.renderer.conftest import pdf_text, renderer_settings, wait_for
 
@@ -321,7 +322,9 @@ async def test_the_cli_and_the_gateway_sign_in_with_the_account_url(
     tmp_path: Path,
 ) -> None:
     """No key anywhere: a renderer and the gateway in this process, ``reportfarm submit`` as a
-    process of its own, all through DefaultAzureCredential."""
+    process of its own, all through DefaultAzureCredential. With no account secret to derive
+    the hints' key from, ``REPORTFARM_HINT_KEY`` is the key: the synchronous report is handed
+    to the renderer and its answer carried back, as with a connection string."""
     endpoint, injected = identity
     queue, container = storage_names
     storage = StorageSettings(
@@ -330,18 +333,29 @@ async def test_the_cli_and_the_gateway_sign_in_with_the_account_url(
         blob_url=oauth_azurite.blob_url,
         queue=queue,
         container=container,
+        hint_key="a hint key for the test, 32 characters or more",
     )
     settings = renderer_settings(storage, template_dir, pool_size=1)
-    async with (
-        service.running(settings),
-        running_gateway(gateway_settings(storage)) as gateway,
-    ):
-        body = {"template": "plain", "data": {"name": "Gateway"}, "wait_s": 60}
-        async with gateway.http.post(
-            gateway.at("/v1/reports"), json=body, headers=auth()
-        ) as response:
-            assert response.status == 200, await response.text()
-            assert "你好 Gateway" in " ".join(pdf_text(await response.read()).split())
+    port = free_port()
+    async with service.running(settings) as renderer:
+        async with gateway_on_port(
+            storage,
+            port=port,
+            wake=(f"localhost:{renderer.port}",),
+            notify_address=f"127.0.0.1:{port}",
+            handoff_s=30,
+        ) as gateway:
+            body = {"template": "plain", "data": {"name": "Gateway"}, "wait_s": 60}
+            async with gateway.http.post(
+                gateway.at("/v1/reports"), json=body, headers=auth()
+            ) as response:
+                assert response.status == 200, await response.text()
+                assert "你好 Gateway" in " ".join(pdf_text(await response.read()).split())
+            assert gateway.app[hinting.WAKER].handed == 1 and renderer.worker.handoffs == 1
+            carried = gateway.app[context.METRICS].registry.get_sample_value(
+                "reportfarm_gateway_hints_total", {"kind": "done", "outcome": "carried"}
+            )
+            assert carried == 1
 
         data = tmp_path / "job.json"
         data.write_text('{"name": "CLI"}', encoding="utf-8")
