@@ -13,7 +13,8 @@ queue's count; with ``report`` on, a job's finishing CPU (``reportfarm_stage_cpu
 job ended (``Observation.finish_cpu_s``, ``reportfarm.capacity``), unknown until a job's
 finishing has ended; off, the pods are sized by browsers alone.
 ``python -m reportfarm.simulate.finishing`` compares the two on the named traces, and shows the
-real node's signing pool woken twice (``node_wakes``).
+real node's signing pool woken twice (``node_wakes``) and under the node test's shapes
+(``node_farm``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ import heapq
 import itertools
 import json
 import math
+import random
 import sys
 from typing import Any
 
-from reportfarm import capacity
+from reportfarm import capacity, policy
 from reportfarm.simulate import farm as farming
 from reportfarm.simulate import traces, workload
 
@@ -187,6 +189,78 @@ def compare(
     return results
 
 
+NODE_FINISH_CPU_S = 0.07
+"""A signed e-invoice's finishing CPU in the real node's 1-CPU pods, read from their jobs'
+``stages_ms`` and the operator's ``finishCpuSeconds`` since the stamp's CJK face is parsed once
+(0.06-0.07 s; docs/benchmarks/einvoice.md)."""
+
+
+NODE_SHAPES = ((20, 1.0, 30), (30, 1.0, 30), (40, 2.0, 30))
+"""The node test's shapes (``REPORTFARM_SIGNING_FARM_SHAPE``): burst, jobs a second, seconds."""
+
+
+def node_spec(**changes: Any) -> policy.PoolSpec:
+    """The real node's signing pool (``tests/node/signing.py``): 1-3 pods of at most 1 CPU,
+    browsers of 0.25 CPU (the print's share), a 10 s target; ``changes`` on top."""
+    spec = policy.PoolSpec(
+        max_replicas=3, max_browsers_per_pod=4, pod_cpu=1.0, browser_cpu=0.25, target_wait_s=10.0
+    )
+    return dataclasses.replace(spec, **changes)
+
+
+def node_farm(
+    *,
+    seed: int = 0,
+    burst: int = 20,
+    rate_per_s: float = 1.0,
+    seconds: int = 30,
+    finish_cpu_s: float = NODE_FINISH_CPU_S,
+    spec: policy.PoolSpec | None = None,
+) -> dict[str, Any]:
+    """The real node's signing farm test (``tests/node/test_signing_farm.py``'s shape ``burst,
+    rate, seconds``): a pool of at least one pod, ready, then ``burst`` signed invoices at once
+    and ``rate_per_s`` a second for ``seconds``; the queue wait against the 10 s target, the
+    most pods and the pod-seconds during the shape's ``seconds`` (as the node test counts them).
+    The model's finishing processes are ready at once (the real ones start in ~3 s of CPU, which
+    a pod's first jobs wait for on the node: the node's figures are the truth for those)."""
+    from reportfarm.simulate import ours, running
+
+    lead_s = 60  # the pool's first pod ready before the burst, as the node test waits for it
+    rng = random.Random(f"node-farm:{seed}")
+    counts = [0] * (lead_s + seconds + 240)
+    counts[lead_s] += burst
+    for t in range(lead_s, lead_s + seconds):
+        counts[t] += traces.poisson(rng, rate_per_s)
+    spec = spec if spec is not None else node_spec(min_replicas=1)
+    scenario = running.Scenario(
+        spec=spec,
+        finishing=JobCpu(finish_cpu_s=finish_cpu_s, print_cpu=0.25, signature_cpu_s=0.05),
+        render=workload.RenderTimes(median_s=0.035, sigma=0.2),
+        seed=seed,
+    )
+    trace = traces.Trace(name="node-farm", arrivals=tuple(counts))
+    run = running.run(trace, ours.PolicyController(spec=spec), scenario=scenario)
+    waits = sorted(job.start - job.arrival for job in run.jobs if job.start is not None)
+    during = [  # as the node test counts them: the shape's seconds
+        replicas
+        for t, replicas in zip(run.times, run.replicas, strict=True)
+        if lead_s <= t < lead_s + seconds
+    ]
+    return {
+        "target_wait_s": spec.target_wait_s,
+        "p50_wait_s": round(waits[len(waits) // 2], 3),
+        "p95_wait_s": round(waits[int(0.95 * len(waits))], 3),
+        "within_target": round(sum(w <= spec.target_wait_s for w in waits) / len(waits), 3),
+        "peak_pods": max(during),
+        "pod_seconds": round(sum(during) * _sample_s(run.times), 1),
+        "jobs": len(waits),
+    }
+
+
+def _sample_s(times: list[int]) -> float:
+    return float(times[1] - times[0]) if len(times) > 1 else 1.0
+
+
 def node_wakes(
     *,
     seed: int = 0,
@@ -200,9 +274,6 @@ def node_wakes(
     the queue wait, and the first size decided for it (pods x browsers).
     ``expected_finish_cpu_s``: the spec's (``PoolSpec.expected_finish_cpu_s``; the operator
     gives a pool with a signing key ``capacity.SIGNING_FINISH_CPU_S``), None: not set."""
-    import random
-
-    from reportfarm import policy
     from reportfarm.simulate import ours, running
 
     rng = random.Random(f"node-wakes:{seed}")
@@ -211,14 +282,7 @@ def node_wakes(
         counts[at] += 40
         for t in range(at, at + 30):
             counts[t] += traces.poisson(rng, 2.0)
-    spec = policy.PoolSpec(
-        max_replicas=3,
-        max_browsers_per_pod=4,
-        pod_cpu=1.0,
-        browser_cpu=0.25,
-        target_wait_s=10.0,
-        expected_finish_cpu_s=expected_finish_cpu_s,
-    )
+    spec = node_spec(expected_finish_cpu_s=expected_finish_cpu_s)
     scenario = running.Scenario(
         spec=spec,
         finishing=JobCpu(finish_cpu_s=0.35, print_cpu=0.25, signature_cpu_s=signature_cpu_s),
@@ -255,7 +319,17 @@ def main(argv: list[str]) -> int:
         f"expected {name}": expecting[name]
         for name in ("node-wakes/first burst", "node-wakes/pod_seconds")
     }
-    print(json.dumps({**compare(finish_cpu_s=finish_cpu_s), **node_wakes(), **expected}, indent=2))
+    farms = {
+        f"node-farm/{burst},{rate},{seconds}": node_farm(
+            burst=burst, rate_per_s=rate, seconds=seconds
+        )
+        for burst, rate, seconds in NODE_SHAPES
+    }
+    print(
+        json.dumps(
+            {**compare(finish_cpu_s=finish_cpu_s), **node_wakes(), **expected, **farms}, indent=2
+        )
+    )
     return 0
 
 

@@ -65,14 +65,7 @@ def test_a_signing_farm_holds_the_queue_waits_of_a_printing_one() -> None:
     assert counted["pod_seconds"] > prints["pod_seconds"]  # the signatures' CPU is paid for
 
 
-NODE_SPEC = policy.PoolSpec(
-    max_replicas=3,
-    max_browsers_per_pod=4,
-    pod_cpu=1.0,
-    browser_cpu=0.25,
-    target_wait_s=10,
-    jobs_per_browser=None,
-)
+NODE_SPEC = finishing.node_spec(jobs_per_browser=None)
 """The real node's signing pool: 1-3 pods of 1 CPU, browsers of 0.25 CPU, a 10 s target. The
 depth floor is off: these tests check what the finishing CPU changes in the sizing, which the
 floor (20 browsers for 40 jobs) would hide."""
@@ -304,3 +297,23 @@ def test_the_simulated_node_pool_expecting_its_signatures_wakes_right_the_first_
     assert first["p95_wait_s"] < blind["node-wakes/first burst"]["p95_wait_s"]
     assert first["p95_wait_s"] <= expecting["node-wakes/second burst"]["p95_wait_s"] * 1.1
     assert expecting["node-wakes/pod_seconds"] < blind["node-wakes/pod_seconds"]
+
+
+@pytest.mark.parametrize(("burst", "rate", "seconds"), finishing.NODE_SHAPES)
+def test_the_simulated_node_farm_holds_its_target_on_the_node_tests_shapes(
+    burst: int, rate: float, seconds: int
+) -> None:
+    """The real node's signing farm test in the simulator (one pod ready, then a burst and a
+    stream of signed invoices, 0.07 s of finishing each as the node's pods measure it): the
+    queue wait holds the 10 s target at p95, on the mean of five seeds, with nine in ten jobs
+    or more within it in every seed. With the 0.35 s a job took before the stamp's face was
+    parsed once, the same farm does not (the node read 12-26 s at p95 then)."""
+    runs = [
+        finishing.node_farm(seed=seed, burst=burst, rate_per_s=rate, seconds=seconds)
+        for seed in range(5)
+    ]
+    target = runs[0]["target_wait_s"]
+    assert statistics.fmean(run["p95_wait_s"] for run in runs) <= target, runs
+    assert min(run["within_target"] for run in runs) >= 0.9, runs
+    before = finishing.node_farm(burst=burst, rate_per_s=rate, seconds=seconds, finish_cpu_s=0.35)
+    assert before["p95_wait_s"] > target, before
