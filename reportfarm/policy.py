@@ -697,6 +697,9 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         ready=0 if overrun else observation.ready_replicas,
         spec=spec,
         rising=rising and spec.project_growth,
+        cleared=not blind
+        and not overrun
+        and _cleared(observation, spec, render_s=render_s, arrivals=arrivals, growth=growth),
     )
     need, raw = held + backlog, steady + backlog
     ready = min(cur_replicas, observation.ready_replicas) * cur_bpp  # a hold keeps ready pods
@@ -1036,8 +1039,43 @@ def _still_needed(
     return waiting * (render_s or spec.default_render_s) > spare * spec.target_wait_s
 
 
+def _cleared(
+    observation: Observation,
+    spec: PoolSpec,
+    *,
+    render_s: float | None,
+    arrivals: float | None,
+    growth: float,
+) -> bool:
+    """Whether the ready pods, every browser that fits in them busy or not, clear all of the work
+    in sight before a pod started now could be ready: the jobs waiting and running, and the
+    arrival stream over the pod's start (its rate as read, plus the depth's growth, sustained or
+    not: a batch landing is taken for a stream that goes on), at the utilization the pool is
+    sized for. Then no pod is worth starting for the backlog, however many browsers the depth's
+    floor or the wait target ask: on pods of one browser (a job's finishing takes the pod's
+    CPU) each rounding up of a fraction of a browser was a pod started for a backlog the ready
+    pod had cleared before it was up."""
+    render = render_s or spec.default_render_s
+    ready = observation.ready_replicas * spec.browsers_that_fit
+    if ready == 0:
+        return False
+    depth, busy = observation.queue_depth or 0, observation.busy_browsers or 0
+    in_sight = max(depth, busy) * render  # the approximate count includes the running jobs
+    stream = (arrivals if arrivals is not None else busy) + max(0.0, growth) * render
+    return (
+        in_sight + stream * spec.pod_start_s <= ready * spec.pod_start_s * spec.target_utilization
+    )
+
+
 def _worth_starting(
-    backlog: int, *, surge: int, held: int, ready: int, spec: PoolSpec, rising: bool = False
+    backlog: int,
+    *,
+    surge: int,
+    held: int,
+    ready: int,
+    spec: PoolSpec,
+    rising: bool = False,
+    cleared: bool = False,
 ) -> int:
     """
     The backlog browsers worth having: the ready pods (their pools grown to full, in seconds)
@@ -1048,6 +1086,8 @@ def _worth_starting(
     the ready pods' spare browsers clear ``spare * pod_start_s`` of it before a new pod is ready.
     """
     spare = max(0, ready * spec.browsers_that_fit - held)
+    if cleared:  # the ready pods' browsers, grown to full, and no pod more
+        return min(spare, backlog + surge)
     ahead = spec.pod_start_s / spec.target_wait_s
     left = math.ceil(backlog + (surge - spare) * ahead - 1e-9)
     if rising:  # growing at two decisions in a row: the backlog the new pods will find
