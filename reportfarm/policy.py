@@ -699,6 +699,7 @@ def decide(observation: Observation, spec: PoolSpec, state: State | None = None)
         rising=rising and spec.project_growth,
         cleared=not blind
         and not overrun
+        and observation.ready_replicas >= cur_replicas  # none starting: never cancels one
         and _cleared(observation, spec, render_s=render_s, arrivals=arrivals, growth=growth),
     )
     need, raw = held + backlog, steady + backlog
@@ -1054,7 +1055,9 @@ def _cleared(
     sized for. Then no pod is worth starting for the backlog, however many browsers the depth's
     floor or the wait target ask: on pods of one browser (a job's finishing takes the pod's
     CPU) each rounding up of a fraction of a browser was a pod started for a backlog the ready
-    pod had cleared before it was up."""
+    pod had cleared before it was up. Asked only while no pod is starting: on the real node a
+    pod's throughput while others start beside it was a fraction of what its render time says,
+    and cancelling the starting pods on this reading doubled a burst's p95 wait (two runs)."""
     render = render_s or spec.default_render_s
     ready = observation.ready_replicas * spec.browsers_that_fit
     if ready == 0:
