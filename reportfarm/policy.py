@@ -24,7 +24,10 @@ inside running pods, no cold start). The need has two parts, sized by Little's l
    backlog waits and the depth grows (the stream takes them all; with heavy tails the steady
    estimate lags the long renders still running). A depth that grew at two decisions in a row is
    projected over the pod start (``project_growth``), and a pod still starting is not cancelled
-   while the backlog it was started for still waits.
+   while the backlog it was started for still waits. While no pod is starting, no pod is started
+   at all when the ready pods (every browser that fits, busy or not) clear all of the work in
+   sight, the arrival stream over a pod's start included, before it could be up (``_cleared``):
+   on pods of one browser each rounding up of a fraction of a browser was a pod.
 3. Blind (busy browsers unknown: metrics unreadable): the need comes from what is known, the queue
    depth and its trend, and the last known (else configured) render time:
    ``depth * render_s / (target_wait_s + render_s)`` plus the depth's growth, never from the
@@ -1057,7 +1060,8 @@ def _cleared(
     CPU) each rounding up of a fraction of a browser was a pod started for a backlog the ready
     pod had cleared before it was up. Asked only while no pod is starting: on the real node a
     pod's throughput while others start beside it was a fraction of what its render time says,
-    and cancelling the starting pods on this reading doubled a burst's p95 wait (two runs)."""
+    and a first version that cancelled the starting pods on this reading read a burst's p95 at
+    12.4 and 16.4 s, against 6.2 and 11.1 s without it (two runs each, the same day)."""
     render = render_s or spec.default_render_s
     ready = observation.ready_replicas * spec.browsers_that_fit
     if ready == 0:
