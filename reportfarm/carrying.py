@@ -30,8 +30,12 @@ import base64
 import binascii
 import hashlib
 import hmac
+from typing import TYPE_CHECKING
 
 from reportfarm import connecting, contract
+
+if TYPE_CHECKING:
+    from reportfarm.settings import StorageSettings
 
 RECORD_HEADER = "X-Reportfarm-Record"
 """The record's JSON, base64url (a header holds ASCII only)."""
@@ -65,6 +69,12 @@ def key_for(connection_string: str | None, *, hint_key: str | None = None) -> by
     if not any(parts.get(name) for name in _SECRET_PARTS):
         return None
     return hmac.new(secret.encode("utf-8"), _LABEL, hashlib.sha256).digest()
+
+
+def key_of(storage: StorageSettings) -> bytes | None:
+    """The hints' key of a process's storage settings: :func:`key_for` with its connection
+    string and ``REPORTFARM_HINT_KEY``, what the gateway and the renderers both use."""
+    return key_for(storage.connection_string, hint_key=storage.hint_key)
 
 
 def answers(record: contract.ResultRecord, job_id: str, *, pdf_bytes: int) -> bool:

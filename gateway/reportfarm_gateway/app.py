@@ -74,8 +74,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app[QUOTAS] = TenantQuotas(
         rate_per_s=settings.rate_per_s, burst=settings.burst, in_flight=settings.in_flight
     )
-    storage = settings.storage
-    key = carrying.key_for(storage.connection_string, hint_key=storage.hint_key)
+    key = carrying.key_of(settings.storage)
     app[hinting.WAITERS] = hinting.Waiters(address=settings.notify_address, key=key)  # or why not
     app[hinting.WAKER] = hinting.Waker(
         targets=settings.wake,

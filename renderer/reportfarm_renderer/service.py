@@ -74,8 +74,7 @@ async def running(
         catalog = templates.TemplateCatalog.load(settings.templates)
         logger.info("loaded %d template(s): %s", len(catalog.names), ", ".join(catalog.names))
         metrics = first.metrics if first is not None else RendererMetrics()
-        storage = settings.storage
-        key = carrying.key_for(storage.connection_string, hint_key=storage.hint_key)
+        key = carrying.key_of(settings.storage)
         parts = http.Parts(metrics=metrics, admin_token=settings.admin_token, handoff_key=key)
         if first is None:
             first = launching.FirstBrowser.launch(settings, metrics)

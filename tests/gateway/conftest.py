@@ -85,6 +85,26 @@ async def gateway_on_port(
 
 
 @contextlib.asynccontextmanager
+async def hinting_gateway(
+    store: StorageSettings, *, renderer_port: int, handoff_s: int, poll_s: float | None = None
+) -> AsyncIterator[Gateway]:
+    """A gateway on a free port that wakes the renderer at ``renderer_port`` (and hands it its
+    synchronous reports, ``handoff_s`` > 0) and is told when they are done; ``poll_s``: its
+    polling, hinted or not (None: the defaults)."""
+    port = free_port()
+    polls = {} if poll_s is None else {"poll_s": poll_s, "hinted_poll_s": poll_s}
+    async with gateway_on_port(
+        store,
+        port=port,
+        wake=(f"localhost:{renderer_port}",),
+        notify_address=f"127.0.0.1:{port}",
+        handoff_s=handoff_s,
+        **polls,
+    ) as gateway:
+        yield gateway
+
+
+@contextlib.asynccontextmanager
 async def running_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
     application = gateway_app.create_app(settings)
     runner = protocol.AppRunner(application, access_log=None)

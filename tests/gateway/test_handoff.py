@@ -23,7 +23,7 @@ from reportfarm import carrying, contract, renderer_api
 from reportfarm.settings import StorageSettings
 
 from ..renderer.conftest import pdf_text, renderer_settings, wait_for
-from .conftest import Gateway, auth, free_port, gateway_on_port
+from .conftest import Gateway, auth, free_port, gateway_on_port, hinting_gateway
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
 
@@ -64,24 +64,6 @@ class StandIn:
             await runner.cleanup()
 
 
-@contextlib.asynccontextmanager
-async def _handing_gateway(storage: StorageSettings, renderer_port: int) -> AsyncIterator[Gateway]:
-    """A gateway that hands its synchronous reports to the renderer at ``renderer_port`` and is
-    told when they are done; its polling (and the renderer's, given ``SLOW_POLL_S``) a minute
-    away, so a report back sooner came by the hand-off and the done hint."""
-    port = free_port()
-    async with gateway_on_port(
-        storage,
-        port=port,
-        poll_s=SLOW_POLL_S,
-        hinted_poll_s=SLOW_POLL_S,
-        wake=(f"localhost:{renderer_port}",),
-        notify_address=f"127.0.0.1:{port}",
-        handoff_s=int(SLOW_POLL_S),
-    ) as gateway:
-        yield gateway
-
-
 async def _report(gateway: Gateway, name: str) -> tuple[bytes, float]:
     body = {"template": "plain", "data": {"name": name}, "wait_s": 2 * SLOW_POLL_S}
     started = time.monotonic()
@@ -112,7 +94,9 @@ async def test_a_handed_off_report_runs_at_once_without_a_receive_or_a_wake(
                 return deliveries
 
             lane.receive = counted  # type: ignore[method-assign]
-        async with _handing_gateway(storage, renderer.port) as gateway:
+        async with hinting_gateway(
+            storage, renderer_port=renderer.port, handoff_s=int(SLOW_POLL_S), poll_s=SLOW_POLL_S
+        ) as gateway:
             pdf, took = await _report(gateway, "王小明")
             second, _ = await _report(gateway, "李四")
             waker = gateway.app[hinting.WAKER]
@@ -147,7 +131,12 @@ async def test_a_hint_key_of_their_own_hands_off_and_carries_where_the_account_h
     async with service.running(settings) as renderer:
         outcomes = []
         for gateway_storage, name in ((mine, "王小明"), (theirs, "李四")):
-            async with _handing_gateway(gateway_storage, renderer.port) as gateway:
+            async with hinting_gateway(
+                gateway_storage,
+                renderer_port=renderer.port,
+                handoff_s=int(SLOW_POLL_S),
+                poll_s=SLOW_POLL_S,
+            ) as gateway:
                 pdf, _ = await _report(gateway, name)
                 assert name in pdf_text(pdf)
                 waker = gateway.app[hinting.WAKER]

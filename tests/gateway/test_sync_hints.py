@@ -18,7 +18,7 @@ from reportfarm import contract
 from reportfarm.settings import StorageSettings
 
 from ..renderer.conftest import pdf_text, renderer_settings, wait_for
-from .conftest import auth, free_port, gateway_on_port
+from .conftest import auth, free_port, gateway_on_port, hinting_gateway
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
 
@@ -41,15 +41,8 @@ async def test_hints_bring_the_pdf_back_long_before_polling_would(
     async with service.running(settings) as renderer:
         worker = renderer.worker
         await _until(lambda: worker._pacing.idle_s >= 0.4, timeout=30, every=0.05)
-        port = free_port()
-        async with gateway_on_port(
-            storage,
-            port=port,
-            poll_s=SLOW_POLL_S,
-            hinted_poll_s=SLOW_POLL_S,
-            wake=(f"localhost:{renderer.port}",),
-            notify_address=f"127.0.0.1:{port}",
-            handoff_s=0,  # wakes only (the hand-off: test_handoff.py)
+        async with hinting_gateway(  # wakes only (the hand-off: test_handoff.py)
+            storage, renderer_port=renderer.port, handoff_s=0, poll_s=SLOW_POLL_S
         ) as gateway:
             client = gateway.app[context.CLIENT]
             reads: list[str] = []

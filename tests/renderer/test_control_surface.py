@@ -34,7 +34,7 @@ from reportfarm import azurite, renderer_api
 from reportfarm.client import ReportFarmClient, Submission
 from reportfarm.settings import StorageSettings
 from reportfarm.storage import accounts
-from tests.gateway.conftest import auth, free_port, gateway_on_port
+from tests.gateway.conftest import auth, hinting_gateway
 from tests.harness import entra
 from tests.renderer.conftest import pdf_text, renderer_settings, wait_for
 
@@ -336,15 +336,8 @@ async def test_the_cli_and_the_gateway_sign_in_with_the_account_url(
         hint_key="a hint key for the test, 32 characters or more",
     )
     settings = renderer_settings(storage, template_dir, pool_size=1)
-    port = free_port()
     async with service.running(settings) as renderer:
-        async with gateway_on_port(
-            storage,
-            port=port,
-            wake=(f"localhost:{renderer.port}",),
-            notify_address=f"127.0.0.1:{port}",
-            handoff_s=30,
-        ) as gateway:
+        async with hinting_gateway(storage, renderer_port=renderer.port, handoff_s=30) as gateway:
             body = {"template": "plain", "data": {"name": "Gateway"}, "wait_s": 60}
             async with gateway.http.post(
                 gateway.at("/v1/reports"), json=body, headers=auth()
