@@ -326,8 +326,8 @@ def test_no_pod_is_started_for_a_burst_the_ready_pod_clears_before_it_could_be_u
     """The node's first tick of a 20-invoice burst (tests/node: one pod of 1 CPU, 35 ms prints,
     0.07 s of finishing): 16 queued, 4 busy. The depth's floor asks 8 browsers and a batch
     landing reads as a stream, but the ready pod clears all of it and the stream it could be in
-    long before a pod started now is up: no pod is started (three were: one for the floor, one for
-    the surge, each a rounding up of a fraction of a browser). The same depth of 0.5 s renders
+    long before a pod started now is up: no pod is started (two were, one for the floor and one
+    for the surge, each a rounding up of a fraction of a browser). The same depth of 0.5 s renders
     on the same pod is ~10 s of its work with more arriving: pods are started."""
     seen = policy.Observation(
         now=65.0,
