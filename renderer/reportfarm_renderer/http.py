@@ -3,8 +3,10 @@ Its port, paths and ``/pool`` body are the renderer's contract, ``reportfarm.ren
 
 - ``GET /healthz``: 200 while the process and its event loop answer. It never depends on load, so
   a liveness probe does not kill a pod that is merely busy.
-- ``GET /readyz``: 200 when the pool has live browsers, the queue answered the last receive and
-  the worker is not draining; else 503 with the reasons.
+- ``GET /readyz``: 200 when the pool has live browsers, the queue answered the last receive,
+  the worker is not draining and what its jobs need besides a browser is warm (a farm that
+  signs: a finishing process; one that checks invoices: EN 16931's rules); else 503 with the
+  reasons.
 - ``GET /metrics``: Prometheus text, the renderer's own registry.
 - ``GET /pool``: the pool's state as JSON (size, live, busy, idle, running jobs).
 - ``PUT /pool`` with ``{"size": N}`` (``renderer_api.pool_body``): resize the pool now, without
@@ -29,6 +31,8 @@ import datetime
 import hmac
 import json
 import logging
+import time
+from collections.abc import Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -57,9 +61,22 @@ class Parts:
     handoffs_refused: int = 0
     handoffs_unkeyed: bool = False
     """Whether a hand-off came to a renderer without a key (logged once)."""
+    warming: list[Callable[[], tuple[str, bool] | None]] = dataclasses.field(default_factory=list)
+    """What else a job needs before the pod counts as ready (a farm that signs: its first
+    finishing process; one that checks invoices: EN 16931's rules compiled): each says why it is
+    not done yet and whether for good, or None once done. Within :data:`WARMING_BOUND_S` of the
+    start, or for good, a reason is a readiness problem."""
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    warming_overdue: set[str] = dataclasses.field(default_factory=set)
+    """Warm-ups past the bound, each logged once."""
 
 
 PARTS = web.AppKey("parts", Parts)
+
+WARMING_BOUND_S = 120.0
+"""How long readiness waits for a warm-up (:attr:`Parts.warming`) that is merely slow: past it,
+the pod is ready once it can print (a slow start must not keep a pod out of the count forever;
+its jobs still wait for the warm-up where they need it), and the delay is logged."""
 
 
 def create_app(parts: Parts) -> web.Application:
@@ -153,6 +170,16 @@ def readiness_problems(parts: Parts) -> list[str]:
         problems.append("worker not started")
     elif not parts.worker.queue_ready:
         problems.append(f"queue not reachable: {parts.worker.last_error or 'no receive yet'}")
+    within = time.monotonic() - parts.started < WARMING_BOUND_S
+    for check in parts.warming:
+        if (unready := check()) is None:
+            continue
+        reason, lasting = unready
+        if lasting or within:
+            problems.append(reason)
+        elif reason not in parts.warming_overdue:
+            parts.warming_overdue.add(reason)
+            logger.warning("ready without it after %.0f s: %s", WARMING_BOUND_S, reason)
     return problems
 
 

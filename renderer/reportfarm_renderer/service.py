@@ -113,10 +113,14 @@ async def running(
                 signing_dir=settings.signing_dir if signer is not None else None,
                 tsa_url=settings.tsa_url,
             )
-            if signer is not None:  # a farm that signs finishes: its processes start now
-                finishers.start()
+            if signer is not None:  # a farm that signs finishes: its processes start now,
+                finishers.start()  # and the pod is ready once one of them can take a job
+                parts.warming.append(finishers.unable)
                 if settings.en16931_xslt is not None:  # and checks its invoices' rules
-                    _warm_rules(settings.en16931_xslt)
+                    rules = _warm_rules(settings.en16931_xslt)
+                    parts.warming.append(
+                        lambda: None if rules.done() else ("EN 16931's rules compiling", False)
+                    )
             metrics.signature_cpu.set_function(lambda: finishers.signature_cpu_s() or 0.0)
             stack.push_async_callback(finishers.close)
         runner = JobRunner(
@@ -170,12 +174,12 @@ async def running(
                 await asyncio.wait_for(loop_task, timeout=15)
 
 
-def _warm_rules(xslt: Path) -> None:
+def _warm_rules(xslt: Path) -> concurrent.futures.Future[tuple[bool, str]]:
     """EN 16931's Saxon process started and its stylesheet compiled now, in the background
-    (readiness does not wait): without it the first invoice paid the spawn and the compile, and
-    on a 1-CPU pod starting its browsers and finishing processes the first invoices of a
-    burst waited 4-8 s each in line behind it (docs/benchmarks/einvoice.md). ~160 MiB more from
-    the start in a pod that signs but never checks an invoice."""
+    (readiness waits for it, see :func:`running`): without it the first invoice paid the spawn
+    and the compile, and on a 1-CPU pod starting its browsers and finishing processes the first
+    invoices of a burst waited 4-8 s each in line behind it (docs/benchmarks/einvoice.md).
+    ~160 MiB more from the start in a pod that signs but never checks an invoice."""
     from reportfarm_renderer.finishing import en16931
 
     started = time.monotonic()
@@ -188,7 +192,9 @@ def _warm_rules(xslt: Path) -> None:
         else:
             logger.warning("EN 16931's rules could not be prepared: %s", why)
 
-    en16931.warm(xslt).add_done_callback(said)
+    warming = en16931.warm(xslt)
+    warming.add_done_callback(said)
+    return warming
 
 
 def _bound_port(app_runner: web.AppRunner, fallback: int) -> int:

@@ -96,6 +96,9 @@ async def test_a_process_that_cannot_sign_says_why_and_refuses_signing_jobs_as_t
         finishers.start()
         with pytest.raises(keys.SignerError, match=r"does not match the certificate in"):
             await finishers._all[0].ready
+        why, lasting = finishers.unable() or ("", False)  # the renderer is never ready
+        assert why.startswith("no finishing process can sign: ") and "does not match" in why
+        assert lasting
         for _ in range(2):
             with pytest.raises(outcomes.TemporaryError, match="this finishing process cannot sign"):
                 await finishers.run(_pdf(1), _inputs(Finish(sign=Signature(visible=True))))
@@ -108,11 +111,19 @@ async def test_a_process_that_cannot_sign_says_why_and_refuses_signing_jobs_as_t
 
 async def test_processes_start_one_cpu_at_a_time_and_a_job_takes_the_first_ready() -> None:
     """On a 1-CPU pod the second process starts once the first is ready (a start is CPU-bound:
-    together both were ready only after twice one's start); a job needs only the first."""
+    together both were ready only after twice one's start); a job needs only the first, and so
+    does the renderer's readiness (``unable``)."""
     finishers = processes.FinishingProcesses(size=2, at_once=1)
     try:
+        assert finishers.unable() is None  # not asked to start: nothing to wait for
         finishers.start()
         assert len(finishers._all) == 1  # the second waits for the first
+        assert finishers.unable() == (
+            "finishing processes starting: none can take a job yet",
+            False,
+        )
+        await finishers._all[0].ready
+        assert finishers.unable() is None  # one can: the pod is ready while the second starts
         done = await finishers.run(_pdf(1), _inputs(Finish(metadata=Metadata(title="x"))))
         assert done.pdf.startswith(b"%PDF")
         await finishers.wait_ready()

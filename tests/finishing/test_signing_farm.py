@@ -10,6 +10,7 @@ import json
 import logging
 from pathlib import Path
 
+import aiohttp
 import pikepdf
 import pytest
 from pyhanko.sign.diff_analysis import ModificationLevel
@@ -155,6 +156,33 @@ async def test_a_farm_without_a_key_fails_signed_jobs_with_that_reason_and_goes_
     [poisoned] = [json.loads(text) for text in await client.queue.peek_poison()]
     assert poisoned["job_id"] == asked and "no signing key" in poisoned["reason"]
     assert results[plain] is not None and results[plain].state == "succeeded"
+
+
+async def test_a_signing_renderer_is_ready_once_a_finishing_process_can_take_a_job(
+    storage: StorageSettings, templates: Path, signing_dir: Path
+) -> None:
+    """A pod of a farm that signs is capacity only once its jobs' finishing can start: its
+    browser prints within a second, but its finishing processes load the key, the libraries
+    and the fonts for seconds of CPU (on the real node a burst's first jobs waited for them
+    while the operator counted the pod as ready). ``/readyz``, polled every 20 ms from the
+    moment the renderer runs, answers 503 naming the finishing processes while none can take a
+    job, and its first 200 comes only when one can."""
+    settings = renderer_settings(storage, templates, signing_dir=signing_dir)
+    answers: list[tuple[int, str, bool]] = []
+    async with service.running(settings) as renderer, aiohttp.ClientSession() as http:
+        finishers = renderer.worker.runner.finishers
+        assert finishers is not None
+        for _ in range(3000):  # a minute
+            async with http.get(f"http://127.0.0.1:{renderer.port}/readyz") as response:
+                body = await response.text()
+            answers.append((response.status, body, finishers.unable() is None))
+            if response.status == 200:
+                break
+            await asyncio.sleep(0.02)
+    assert answers[-1][0] == 200, answers[-3:]
+    assert answers[-1][2], "ready before a finishing process could take a job"
+    starting = [body for status, body, _ in answers if status == 503]
+    assert any("finishing processes starting" in body for body in starting), answers[:3]
 
 
 async def test_a_key_that_cannot_be_used_stops_the_renderer_at_start(

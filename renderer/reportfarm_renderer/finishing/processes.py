@@ -103,6 +103,26 @@ class FinishingProcesses:
         )
         return known[len(known) // 2] if known else None
 
+    def unable(self) -> tuple[str, bool] | None:
+        """Why no process can take a job yet, and whether for good (each process's start failed,
+        a key it could not load or a death, and none is left to start: ``True``); None once one
+        can, or before :meth:`start`. The renderer's readiness waits for it in a farm that
+        signs: a pod whose jobs would wait seconds for their finishing is not yet capacity."""
+        if self._free is None or self._closed:
+            return None
+        failed: list[BaseException] = []
+        for process in self._all:
+            if not process.ready.done():
+                continue
+            error = None if process.ready.cancelled() else process.ready.exception()
+            if error is None and not process.ready.cancelled():
+                return None
+            if error is not None:
+                failed.append(error)
+        if failed and self._unstarted <= 0 and all(p.ready.done() for p in self._all):
+            return f"no finishing process can sign: {failed[-1]}", True
+        return "finishing processes starting: none can take a job yet", False
+
     def working_pids(self) -> list[int]:
         """The ids of the processes running a job now (those that are ready)."""
         return [pid for process in self._all if process.working and (pid := _pid(process.ready))]
