@@ -111,24 +111,22 @@ async def test_a_process_that_cannot_sign_says_why_and_refuses_signing_jobs_as_t
 
 async def test_processes_start_one_cpu_at_a_time_and_a_job_takes_the_first_ready() -> None:
     """On a 1-CPU pod the second process starts once the first is ready (a start is CPU-bound:
-    together both were ready only after twice one's start); a job needs only the first, and so
-    does the renderer's readiness (``unable``)."""
+    together both were ready only after twice one's start); a job needs only the first, the
+    renderer's readiness all of them (``unable``: a start takes the CPU the jobs would have)."""
     finishers = processes.FinishingProcesses(size=2, at_once=1)
     try:
         assert finishers.unable() is None  # not asked to start: nothing to wait for
         finishers.start()
         assert len(finishers._all) == 1  # the second waits for the first
-        assert finishers.unable() == (
-            "finishing processes starting: none can take a job yet",
-            False,
-        )
-        await finishers._all[0].ready
-        assert finishers.unable() is None  # one can: the pod is ready while the second starts
+        assert finishers.unable() == ("finishing processes starting: 0 of 2 ready", False)
+        await finishers._all[0].ready  # the second starts now, on the pod's CPU: not ready yet
+        assert finishers.unable() == ("finishing processes starting: 1 of 2 ready", False)
         done = await finishers.run(_pdf(1), _inputs(Finish(metadata=Metadata(title="x"))))
         assert done.pdf.startswith(b"%PDF")
         await finishers.wait_ready()
         first, second = finishers._all
         assert first.ready.done() and second.ready.done()
+        assert finishers.unable() is None  # all up: the renderer may say it is ready
         assert len(set(await finishers.pids())) == 2
         assert processes.FinishingProcesses(size=3, at_once=9).at_once == 3
     finally:

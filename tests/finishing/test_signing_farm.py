@@ -161,12 +161,12 @@ async def test_a_farm_without_a_key_fails_signed_jobs_with_that_reason_and_goes_
 async def test_a_signing_renderer_is_ready_once_a_finishing_process_can_take_a_job(
     storage: StorageSettings, templates: Path, signing_dir: Path
 ) -> None:
-    """A pod of a farm that signs is capacity only once its jobs' finishing can start: its
-    browser prints within a second, but its finishing processes load the key, the libraries
-    and the fonts for seconds of CPU (on the real node a burst's first jobs waited for them
-    while the operator counted the pod as ready). ``/readyz``, polled every 20 ms from the
-    moment the renderer runs, answers 503 naming the finishing processes while none can take a
-    job, and its first 200 comes only when one can."""
+    """A pod of a farm that signs is capacity only once its finishing processes are up: its
+    browser prints within a second, but each process loads the key, the libraries and the
+    fonts for seconds of CPU (on the real node a burst's first jobs waited for them while the
+    operator counted the pod as ready). ``/readyz``, polled every 20 ms from the moment the
+    renderer runs, answers 503 naming the finishing processes while they start, and its first
+    200 comes only when all of them are up."""
     settings = renderer_settings(storage, templates, signing_dir=signing_dir)
     answers: list[tuple[int, str, bool]] = []
     async with service.running(settings) as renderer, aiohttp.ClientSession() as http:
@@ -175,12 +175,13 @@ async def test_a_signing_renderer_is_ready_once_a_finishing_process_can_take_a_j
         for _ in range(3000):  # a minute
             async with http.get(f"http://127.0.0.1:{renderer.port}/readyz") as response:
                 body = await response.text()
-            answers.append((response.status, body, finishers.unable() is None))
+            up = all(process.ready.done() for process in finishers._all)
+            answers.append((response.status, body, up and len(finishers._all) == finishers.size))
             if response.status == 200:
                 break
             await asyncio.sleep(0.02)
     assert answers[-1][0] == 200, answers[-3:]
-    assert answers[-1][2], "ready before a finishing process could take a job"
+    assert answers[-1][2], "ready before its finishing processes were up"
     starting = [body for status, body, _ in answers if status == 503]
     assert any("finishing processes starting" in body for body in starting), answers[:3]
 

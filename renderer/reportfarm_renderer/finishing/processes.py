@@ -80,6 +80,7 @@ class FinishingProcesses:
         self.replaced = 0
         """Processes replaced after one died."""
         self._closed = False
+        self._warm = False
 
     @property
     def busy(self) -> int:
@@ -104,24 +105,28 @@ class FinishingProcesses:
         return known[len(known) // 2] if known else None
 
     def unable(self) -> tuple[str, bool] | None:
-        """Why no process can take a job yet, and whether for good (each process's start failed,
-        a key it could not load or a death, and none is left to start: ``True``); None once one
-        can, or before :meth:`start`. The renderer's readiness waits for it in a farm that
-        signs: a pod whose jobs would wait seconds for their finishing is not yet capacity."""
+        """Why the processes cannot take jobs at their full rate yet, and whether for good
+        (``True``: each start failed, a key it could not load or a death, and none is left to
+        start); None once every process of the first start is up (and after that while one is),
+        or before :meth:`start`. The renderer's readiness waits for it in a farm that signs: a
+        pod whose jobs would wait for their finishing, or share its CPU with a process still
+        starting, is not yet the capacity the operator counts it as (on the real node's 1-CPU
+        pods, the second process's start took the CPU from a burst's first jobs)."""
         if self._free is None or self._closed:
             return None
-        failed: list[BaseException] = []
-        for process in self._all:
-            if not process.ready.done():
-                continue
-            error = None if process.ready.cancelled() else process.ready.exception()
-            if error is None and not process.ready.cancelled():
-                return None
-            if error is not None:
-                failed.append(error)
-        if failed and self._unstarted <= 0 and all(p.ready.done() for p in self._all):
-            return f"no finishing process can sign: {failed[-1]}", True
-        return "finishing processes starting: none can take a job yet", False
+        able = sum(1 for process in self._all if _pid(process.ready) is not None)
+        starting = self._unstarted > 0 or any(not p.ready.done() for p in self._all)
+        if able and (self._warm or not starting):
+            self._warm = True
+            return None
+        if not starting:
+            failed = [
+                error
+                for process in self._all
+                if not process.ready.cancelled() and (error := process.ready.exception())
+            ]
+            return f"no finishing process can sign: {failed[-1] if failed else 'none runs'}", True
+        return f"finishing processes starting: {able} of {self.size} ready", False
 
     def working_pids(self) -> list[int]:
         """The ids of the processes running a job now (those that are ready)."""
