@@ -3,9 +3,9 @@ runs a ReportPool with a signing key (a ``kubernetes.io/tls`` Secret) and the im
 rules; a burst then a steady stream of signed PDF/A-3 Factur-X e-invoices with a visible stamp,
 and before it the same shape printed plain by a pool of the same spec without the key.
 
-Asserted: every job stored once (none lost, failed or interrupted), the farm scaled, and the
-jobs' CPU reached the policy (the status's ``lastDecision.browserCpu`` rose above the spec's
-``browser.cpu`` on the signing side only). The queue waits (p50/p95 against the target), the
+Asserted: every job stored once (none lost, failed or interrupted), and the jobs' CPU reached
+the policy (the status's ``lastDecision.browserCpu`` rose above the spec's ``browser.cpu`` on the
+signing side only, which ran fewer browsers a pod). The queue waits (p50/p95 against the target), the
 decisions over time and the pod-seconds are printed and written as figures, never asserted.
 ``REPORTFARM_SIGNING_FARM_SHAPE`` (``BURST,RATE,SECONDS``; default ``40,2,30``) sets the burst,
 the stream's jobs per second and its length for a measurement; ``REPORTFARM_SIGNING_FARM_FIGURES``
@@ -131,7 +131,10 @@ def test_the_operator_sizes_a_farm_that_signs_everything(
     assert figures["signed"]["finish cpu s (last)"], figures
     assert figures["signed"]["peak browser cpu"] > signing.BROWSER_CPU, figures
     assert figures["plain"]["peak browser cpu"] <= signing.BROWSER_CPU + 1e-9, figures
-    assert figures["signed"]["peak pods"] >= 2, figures  # the signing farm scaled out
+    # Fewer browsers a pod where each job needs more CPU. Pods are not asserted: a signing pod
+    # is ready once its finishing processes are up, and one such pod may hold the shape alone.
+    signed_bpp, plain_bpp = (figures[s]["peak browsers per pod"] for s in ("signed", "plain"))
+    assert signed_bpp < plain_bpp, figures
 
     # What was stored is what a recipient needs: signed, PDF/A-3 Factur-X with its XML.
     pdf = asyncio.run(signing.one_output(connection, "einvoices", ids[-1], tmp_path))
