@@ -33,7 +33,10 @@ visible stamp on a 1-CPU pod (0.35-0.53 s, a stamp in CJK before its face was pa
 process; 0.07 s since, docs/benchmarks/einvoice.md). Too high costs a new pool fewer browsers a
 pod (and more pods) until its first job's finishing ends, seconds in; too low, browsers that
 compete for the CPU with the finishing processes still starting, which is what a signing pool's
-first seconds suffered. The renderers' figure replaces it at the first reading that has one."""
+first seconds suffered. The renderers' figures replace it: their start-up signature's (a
+blank page signed in each finishing process, on the pod's own CPU: 0.05 s on the node's pods)
+from the first reading of a pod whose processes are up (``policy.remembered``; a signing pod
+is ready only then), a job's finishing CPU from the first job that ended."""
 
 
 def sized(spec: PoolSpec, observation: Observation, *, render_s: float | None) -> PoolSpec:

@@ -308,6 +308,11 @@ class Observation:
     finish_cpu_s: float | None = None
     """CPU seconds of a job's finishing stages alone, when the print's is not measured (the
     operator): the print is then taken at the spec's ``browser_cpu`` for the render time."""
+    signature_cpu_s: float | None = None
+    """CPU seconds of the renderers' start-up signature (a blank page signed with a visible
+    stamp in a finishing process, on the pod's own CPU), the most over the pods read; None: not
+    reported (no key, no process up yet). It stands in for ``PoolSpec.expected_finish_cpu_s``
+    until a job's finishing is read (:func:`remembered`)."""
 
     @property
     def queue_readable(self) -> bool:
@@ -779,11 +784,16 @@ def remembered(
     observation: Observation, state: State | None, spec: PoolSpec | None = None
 ) -> Observation:
     """``observation`` as the policy sizes with it: when it carries no job CPU of its own, with
-    the last known finishing CPU (``State.finish_cpu_s``), else the spec's expected one
-    (``PoolSpec.expected_finish_cpu_s``); else as it is."""
+    the last known finishing CPU (``State.finish_cpu_s``), else what the spec expects
+    (``PoolSpec.expected_finish_cpu_s``), measured where the renderers measured it: their
+    start-up signature (``Observation.signature_cpu_s``) rather than the expected figure, a
+    prior; else as it is. On the real node a burst's first decision came before any job's
+    finishing ended and sized with the 0.35 s prior, where the pods' signature read 0.05 s."""
     known = None if state is None else state.finish_cpu_s
     if known is None and spec is not None:
         known = spec.expected_finish_cpu_s
+        if known and observation.signature_cpu_s:
+            known = observation.signature_cpu_s
     if known is None or observation.finish_cpu_s is not None or observation.job_cpu_s is not None:
         return observation
     return dataclasses.replace(observation, finish_cpu_s=known)

@@ -109,6 +109,13 @@ def mean_render_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     return None
 
 
+def signature_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
+    """The renderers' start-up signature's CPU seconds, the most over the pods that answered
+    (``Observation.signature_cpu_s``); None when none reports one (no key, or no finishing
+    process up yet)."""
+    return max((load.signature_cpu_s for load in loads.values() if load), default=0.0) or None
+
+
 def finish_cpu_s(loads: Mapping[str, PodLoad | None]) -> float | None:
     """CPU seconds of a job's finishing stages, over every pod that answered, per job ended
     (``capacity.finish_cpu_s``: recent when ``capacity.JOB_CPU_MIN_JOBS`` ended since the last

@@ -85,6 +85,7 @@ def observe(
         interactive_depth=reading.interactive_depth,
         completed=completed,
         finish_cpu_s=observing.finish_cpu_s(reported),
+        signature_cpu_s=observing.signature_cpu_s(reported),
     )
 
 

@@ -266,6 +266,11 @@ class Farm:
         previous read (``simulate.finishing``); None: not modelled."""
         return None
 
+    def read_signature_cpu(self, now: float) -> float | None:
+        """The renderers' start-up signature's CPU seconds as the operator reads it
+        (``simulate.finishing``); None: not modelled."""
+        return None
+
     def busy_until(self, pod: Pod) -> float:
         """When the last of a pod's jobs ends (a draining pod exits then; -inf: none)."""
         return max((slot.free_at for slot in pod.slots), default=-math.inf)

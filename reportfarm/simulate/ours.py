@@ -58,6 +58,7 @@ class PolicyController:
             mean_render_s=None if blind else mean,
             completed=None if blind else completed,
             finish_cpu_s=None if blind else finish_cpu_s,
+            signature_cpu_s=None if blind else farm.read_signature_cpu(now),
         )
         state = policy.State.from_dict(self.status)
         decision = policy.decide(observation, spec=self.spec, state=state)

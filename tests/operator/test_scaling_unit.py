@@ -326,6 +326,22 @@ def test_completed_renders_are_the_interval_counts_of_pods_read_before() -> None
     assert seen.completed is None  # b's 900 is its lifetime, not the last tick's
 
 
+def test_the_pods_start_up_signature_reaches_the_observation() -> None:
+    """The most any pod that answered measured (a pod that says 0 has no key or no process up
+    yet), whether or not a job is in finishing: the policy decides what it stands in for."""
+    pods = [scaling.pods_of([pod(n)[1]])[0] for n in ("a", "b")]
+    reading = observing.QueueReading(depth=20)
+    loads: dict[str, observing.PodLoad | str] = {
+        "a": observing.PodLoad(size=1, busy=0, signature_cpu_s=0.05),
+        "b": observing.PodLoad(size=1, busy=0, signature_cpu_s=0.06),
+    }
+    seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=1)
+    assert seen.signature_cpu_s == 0.06 and seen.finish_cpu_s is None
+    loads = {"a": observing.PodLoad(size=1, busy=0), "b": "connection refused"}
+    seen = scaling.observe(now=NOW, reading=reading, pods=pods, loads=loads, start_size=1)
+    assert seen.signature_cpu_s is None
+
+
 def test_jobs_in_finishing_keep_their_pods_busy() -> None:
     """A signing farm's jobs leave their browsers after a 35 ms print and sign for ~0.3 s in a
     finishing process: the pods read busy by them (up to their pool's size), for the sizing and
