@@ -5,8 +5,8 @@ Its port, paths and ``/pool`` body are the renderer's contract, ``reportfarm.ren
   a liveness probe does not kill a pod that is merely busy.
 - ``GET /readyz``: 200 when the pool has live browsers, the queue answered the last receive,
   the worker is not draining and what its jobs need besides a browser is warm (a farm that
-  signs: a finishing process; one that checks invoices: EN 16931's rules); else 503 with the
-  reasons.
+  signs: its finishing processes; one that checks invoices: EN 16931's rules); else 503 with
+  the reasons.
 - ``GET /metrics``: Prometheus text, the renderer's own registry.
 - ``GET /pool``: the pool's state as JSON (size, live, busy, idle, running jobs).
 - ``PUT /pool`` with ``{"size": N}`` (``renderer_api.pool_body``): resize the pool now, without
@@ -62,8 +62,8 @@ class Parts:
     handoffs_unkeyed: bool = False
     """Whether a hand-off came to a renderer without a key (logged once)."""
     warming: list[Callable[[], tuple[str, bool] | None]] = dataclasses.field(default_factory=list)
-    """What else a job needs before the pod counts as ready (a farm that signs: its first
-    finishing process; one that checks invoices: EN 16931's rules compiled): each says why it is
+    """What else a job needs before the pod counts as ready (a farm that signs: its finishing
+    processes up; one that checks invoices: EN 16931's rules compiled): each says why it is
     not done yet and whether for good, or None once done. Within :data:`WARMING_BOUND_S` of the
     start, or for good, a reason is a readiness problem."""
     started: float = dataclasses.field(default_factory=time.monotonic)

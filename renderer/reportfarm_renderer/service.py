@@ -114,7 +114,7 @@ async def running(
                 tsa_url=settings.tsa_url,
             )
             if signer is not None:  # a farm that signs finishes: its processes start now,
-                finishers.start()  # and the pod is ready once one of them can take a job
+                finishers.start()  # and the pod is ready once they are all up
                 parts.warming.append(finishers.unable)
                 if settings.en16931_xslt is not None:  # and checks its invoices' rules
                     rules = _warm_rules(settings.en16931_xslt)
