@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import io
 import ipaddress
 import logging
@@ -888,8 +889,11 @@ async def test_control_an_unguarded_browser_does_reach_the_canary(
             "pc.createDataChannel('d'); pc.createOffer().then(o => pc.setLocalDescription(o));"
             "</script>"
         )
-        # the STUN datagram, the redirect's hop and the beacon, in any order
-        await wait_until(lambda: len(_escapes(canary)) == 3, timeout=5)
+        # the STUN datagram, the redirect's hop and the beacon, in any order; a CI run at load
+        # (images building beside it) had not all three within 5 s: 30, and the assertion
+        # below says which one did not come
+        with contextlib.suppress(TimeoutError):
+            await wait_until(lambda: len(_escapes(canary)) == 3, timeout=30)
     finally:
         await plain.close()
     assert _escapes(canary) == {"udp", "/hop", "/beacon"}  # redirect target and beacon got out
