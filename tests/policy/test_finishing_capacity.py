@@ -289,6 +289,19 @@ def test_a_new_signing_pool_sizes_for_its_expected_signatures_until_a_reading() 
         dataclasses.replace(NODE_SPEC, expected_finish_cpu_s=-0.1)
 
 
+def _idle_before(burst: policy.Observation, spec: policy.PoolSpec) -> policy.State:
+    """The policy's state after three ticks of the burst's pool idle, as before the node's burst
+    (nothing queued, busy or rendered)."""
+    state = None
+    for now in (burst.now - 15, burst.now - 10, burst.now - 5):
+        idle = dataclasses.replace(
+            burst, now=now, queue_depth=0, busy_browsers=0, completed=0, mean_render_s=None
+        )
+        state = policy.decide(idle, spec, state).state
+    assert state is not None
+    return state
+
+
 def test_the_pods_measured_signature_stands_in_for_the_expected_finishing_cpu() -> None:
     """The real node's burst, first decision: 20 invoices queued on the one ready pod (1 CPU, 1
     browser), no job's finishing ended yet. Sized with the signing pool's expected 0.35 s a job
@@ -308,11 +321,7 @@ def test_the_pods_measured_signature_stands_in_for_the_expected_finishing_cpu() 
         mean_render_s=0.038,
         completed=0,
     )
-    state = None
-    for now in (50.0, 55.0, 60.0):  # the pod idle, as before the burst
-        idle = dataclasses.replace(burst, now=now, queue_depth=0, busy_browsers=0)
-        state = policy.decide(idle, expecting, state).state
-    assert state is not None
+    state = _idle_before(burst, expecting)
     prior = policy.decide(burst, expecting, state)
     measured = policy.decide(dataclasses.replace(burst, signature_cpu_s=0.05), expecting, state)
     assert prior.replicas == 3, prior.message
@@ -381,12 +390,7 @@ def test_no_pod_is_started_for_a_burst_the_ready_pod_clears_before_it_could_be_u
         finish_cpu_s=0.07,
     )
     spec = finishing.node_spec(min_replicas=1)
-    state = None
-    for now in (50.0, 55.0, 60.0):  # a pod of 4 browsers, idle, as before the burst
-        idle = dataclasses.replace(
-            seen, now=now, queue_depth=0, busy_browsers=0, completed=0, mean_render_s=None
-        )
-        state = policy.decide(idle, spec, state).state
+    state = _idle_before(seen, spec)  # a pod of 4 browsers, idle
     cleared = policy.decide(seen, spec, state)
     assert cleared.replicas == 1, cleared.message
     heavy = dataclasses.replace(seen, queue_depth=400, mean_render_s=0.5, finish_cpu_s=None)
