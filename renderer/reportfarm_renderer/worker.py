@@ -6,7 +6,9 @@
 - Lanes: the interactive lane is asked first; bulk gets what is left, limited to a weighted
   share while interactive traffic is live (``lanes.LaneShare``), so it never starves.
 - A lease keeper extends every running job's visibility at a third of the visibility timeout,
-  so a render longer than the timeout is never delivered twice.
+  so a render longer than the timeout is never delivered twice; it goes on through a drain until
+  every job is settled (it once stopped with the receiving, and a job that ran on through the
+  grace period came back to another pod).
 - Storage outages: each failed receive backs off (with jitter) and the loop goes on.
 - ``wake()`` (``POST /wake``, the gateway's hint that a job a client waits for is on the lane)
   ends an idle pause at once, at most once per :data:`WAKE_GAP_S`; it never ends a failure's
@@ -79,6 +81,8 @@ class QueueWorker:
         self._stopping = asyncio.Event()
         self._drained = False
         """Set when drain() stops waiting: after that, what a receive brings is handed back."""
+        self._keeper: asyncio.Task[None] | None = None
+        """Extends the running jobs' leases from run()'s start until drain() has settled them."""
         self._not_receiving = asyncio.Event()
         self._not_receiving.set()
         self._room = asyncio.Event()
@@ -117,7 +121,9 @@ class QueueWorker:
         return max(0, min(MAX_BATCH, room))
 
     async def run(self) -> None:
-        keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
+        # The leases are kept until the drain has settled every job, not until this loop ends:
+        # a job that runs on through the grace period must not come back to another pod.
+        self._keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
         pause = 0.0  # the first receive goes at once
         try:
             while not self._stopping.is_set():
@@ -149,10 +155,17 @@ class QueueWorker:
                     break
                 for lease in received:
                     self._start(lease)
-        finally:
-            keeper.cancel()
+        except BaseException:  # cancelled or failed: no drain will stop the keeper
+            await self._stop_keeper()
+            raise
+        if self._drained:
+            await self._stop_keeper()
+
+    async def _stop_keeper(self) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+                await self._keeper
 
     def _plan(self, wanted: int) -> Iterator[tuple[JobQueue, int]]:
         """(queue, how many to ask for), in order; sizes are decided as the receives go."""
@@ -340,6 +353,7 @@ class QueueWorker:
         released = 0
         for task in unfinished:
             released += await self._release(leases[task])
+        await self._stop_keeper()  # every lease is settled now
         finished = len(leases) - len(unfinished)
         logger.info("drained: %d finished, %d released", finished, released)
         return released
