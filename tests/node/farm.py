@@ -103,6 +103,7 @@ class Outcome:
     succeeded: int = 0
     redelivered: int = 0
     """Jobs whose result says the queue delivered them more than once (an interrupted render)."""
+    redelivered_ids: list[str] = dataclasses.field(default_factory=list)
     failed: int = 0
     missing: int = 0
     """Jobs with no result record when the wait ended (lost)."""
@@ -136,11 +137,46 @@ async def collect(
             outcome.failed += 1
         if record.attempts > 1:
             outcome.redelivered += 1
+            outcome.redelivered_ids.append(record.job_id)
         worker = record.worker or "?"
         outcome.per_worker[worker] = outcome.per_worker.get(worker, 0) + 1
         if record.finished_at is not None:
             outcome.finished.append((worker, record.finished_at))
     return outcome
+
+
+@contextlib.contextmanager
+def following_logs(tools: Tools, namespace: str, *selectors: str) -> Iterator[Path]:
+    """Follow the logs of the pods matching each selector now (``kubectl logs -f``, prefixed with
+    the pod's name), into one file that outlives the pods: a drained pod's logs go with it."""
+    with tempfile.TemporaryDirectory(prefix="pod-logs-") as folder:
+        path = Path(folder) / "logs.txt"
+        with path.open("wb") as out:
+            kubectl = [
+                str(tools.plane.bin_dir / "kubectl"),
+                f"--kubeconfig={tools.plane.kubeconfig}",
+            ]
+            followers = []
+            for selector in selectors:
+                follow = ["logs", "-f", "-n", namespace, "-l", selector, "--prefix",
+                          "--max-log-requests=20", "--tail=-1"]  # fmt: skip
+                followers.append(subprocess.Popen([*kubectl, *follow], stdout=out, stderr=out))
+            try:
+                yield path
+            finally:
+                for follower in followers:
+                    follower.terminate()
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        follower.wait(timeout=10)
+
+
+def lines_naming(path: Path, names: list[str], *, limit: int = 200) -> str:
+    """The lines of the log file at ``path`` that name any of ``names`` (at most ``limit``)."""
+    if not names:
+        return ""
+    found = [line for line in path.read_text(errors="replace").splitlines()
+             if any(name in line for name in names)]  # fmt: skip
+    return "\n".join(found[:limit])
 
 
 def pod_processes(pod_uid: str) -> dict[int, list[bytes]]:

@@ -179,10 +179,12 @@ def _figures(name: str, sender: sending.Sender, outcome: farm.Outcome, **more: A
     }))  # fmt: skip
 
 
-def _assert_clean(sender: sending.Sender, outcome: farm.Outcome) -> None:
+def _assert_clean(sender: sending.Sender, outcome: farm.Outcome, ran_twice: str = "") -> None:
     assert outcome.missing == 0, "accepted jobs never stored"
     assert outcome.failed == 0
-    assert outcome.redelivered == 0, "renders interrupted (delivered more than once)"
+    assert outcome.redelivered == 0, (
+        f"renders interrupted (delivered more than once): {outcome.redelivered_ids}\n{ran_twice}"
+    )
     assert outcome.succeeded == len(sender.job_ids) == outcome.submitted
     silence = sending.longest_outage(sender.attempts)
     assert silence <= 2.0, [a for a in sender.attempts if not a.ok]
@@ -240,7 +242,8 @@ def test_drain_of_a_busy_node_keeps_the_front_door_open(two_nodes: TwoNodes) -> 
 
     sender = sending.Sender(tools.plane, namespace=NAMESPACE, service=GATEWAY_SERVICE,
                             token=TOKEN, job=JOB, rate=RATE)  # fmt: skip
-    with sender:
+    # The drained pods' logs go with them: followed from now, read if a job ran twice.
+    with farm.following_logs(tools, NAMESPACE, release.RENDERERS, GATEWAYS) as logs, sender:
         time.sleep(20)  # the renderers are busy
         busy = release.ready_pods(tools)
         started = time.time()
@@ -257,7 +260,9 @@ def test_drain_of_a_busy_node_keeps_the_front_door_open(two_nodes: TwoNodes) -> 
             (at := _observed_at(tools)) is not None and at > drained and at
         ), timeout=120, detail=two.logs)  # fmt: skip
         time.sleep(20)
-    outcome = _outcome(two, sender.job_ids)
+        sender.stop()
+        outcome = _outcome(two, sender.job_ids)
+        ran_twice = farm.lines_naming(logs, outcome.redelivered_ids)
     _figures(
         "drain", sender, outcome, drain_s=round(drained - started, 1),
         operator_back_after_drain_s=round(max(0.0, observed - drained), 1),
@@ -267,5 +272,5 @@ def test_drain_of_a_busy_node_keeps_the_front_door_open(two_nodes: TwoNodes) -> 
     assert observed - drained <= 15, "scaling did not resume within 15 s"
     assert not _pods(tools, GATEWAYS) or not _on(_pods(tools, GATEWAYS), first)
     assert len(release.ready_pods(tools)) >= 2  # the pool's min, on the second node
-    _assert_clean(sender, outcome)
+    _assert_clean(sender, outcome, ran_twice)
     tools.kubectl("uncordon", first)
