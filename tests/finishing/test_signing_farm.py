@@ -158,7 +158,7 @@ async def test_a_farm_without_a_key_fails_signed_jobs_with_that_reason_and_goes_
     assert results[plain] is not None and results[plain].state == "succeeded"
 
 
-async def test_a_signing_renderer_is_ready_once_a_finishing_process_can_take_a_job(
+async def test_a_signing_renderer_is_ready_once_its_finishing_processes_are_up(
     storage: StorageSettings, templates: Path, signing_dir: Path
 ) -> None:
     """A pod of a farm that signs is capacity only once its finishing processes are up: its
