@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Iterator
 
-from reportfarm import backoff
+from reportfarm import backoff, contract
 from reportfarm.storage import errors as storage_errors
 from reportfarm.storage.queueing import MAX_BATCH, Delivery, JobQueue
 from reportfarm_renderer import lanes as lanes_module
@@ -363,6 +363,11 @@ class QueueWorker:
             if lease.done:
                 return 0
             lease.done = True
+            logger.warning(
+                "job %s handed back unfinished (message %s): it runs again on another pod",
+                contract.peek_job_id(lease.delivery.content) or "?",
+                lease.delivery.message_id,
+            )
             try:
                 await lease.queue.release(lease.delivery, delay_s=0)
             except Exception as error:
