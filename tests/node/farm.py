@@ -145,10 +145,32 @@ async def collect(
     return outcome
 
 
+@dataclasses.dataclass
+class FollowedLogs:
+    """The logs of a set of pods, kept though the pods go: see :func:`following_logs`."""
+
+    tools: Tools
+    namespace: str
+    selectors: tuple[str, ...]
+    followed: Path
+
+    def naming(self, names: list[str], *, limit: int = 200) -> str:
+        """The lines naming any of ``names`` (at most ``limit``), in the logs followed since the
+        start and in those of the pods that match now (started since: not followed)."""
+        if not names:
+            return ""
+        text = self.followed.read_text(errors="replace")
+        for selector in self.selectors:
+            text += self.tools.kubectl("logs", "-n", self.namespace, "-l", selector, "--prefix",
+                                       "--tail=-1", "--max-log-requests=20", check=False)  # fmt: skip
+        found = [line for line in text.splitlines() if any(name in line for name in names)]
+        return "\n".join(found[:limit])
+
+
 @contextlib.contextmanager
-def following_logs(tools: Tools, namespace: str, *selectors: str) -> Iterator[Path]:
+def following_logs(tools: Tools, namespace: str, *selectors: str) -> Iterator[FollowedLogs]:
     """Follow the logs of the pods matching each selector now (``kubectl logs -f``, prefixed with
-    the pod's name), into one file that outlives the pods: a drained pod's logs go with it."""
+    the pod's name), into a file that outlives the pods: a drained pod's logs go with it."""
     with tempfile.TemporaryDirectory(prefix="pod-logs-") as folder:
         path = Path(folder) / "logs.txt"
         with path.open("wb") as out:
@@ -162,21 +184,12 @@ def following_logs(tools: Tools, namespace: str, *selectors: str) -> Iterator[Pa
                           "--max-log-requests=20", "--tail=-1"]  # fmt: skip
                 followers.append(subprocess.Popen([*kubectl, *follow], stdout=out, stderr=out))
             try:
-                yield path
+                yield FollowedLogs(tools, namespace, selectors, path)
             finally:
                 for follower in followers:
                     follower.terminate()
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         follower.wait(timeout=10)
-
-
-def lines_naming(path: Path, names: list[str], *, limit: int = 200) -> str:
-    """The lines of the log file at ``path`` that name any of ``names`` (at most ``limit``)."""
-    if not names:
-        return ""
-    found = [line for line in path.read_text(errors="replace").splitlines()
-             if any(name in line for name in names)]  # fmt: skip
-    return "\n".join(found[:limit])
 
 
 def pod_processes(pod_uid: str) -> dict[int, list[bytes]]:

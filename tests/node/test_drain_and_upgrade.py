@@ -202,7 +202,7 @@ def test_helm_upgrade_from_the_previous_release_during_a_burst(two_nodes: TwoNod
     eventually("2 gateways Ready", lambda: _ready_gateways(two.tools) >= 2, timeout=240)
     sender = sending.Sender(two.tools.plane, namespace=NAMESPACE, service=GATEWAY_SERVICE,
                             token=TOKEN, job=JOB, rate=RATE)  # fmt: skip
-    with sender:
+    with farm.following_logs(two.tools, NAMESPACE, release.RENDERERS, GATEWAYS) as logs, sender:
         time.sleep(10)
         burst = [{"name": f"burst {i}", "busy_ms": 400} for i in range(40)]
         burst_ids = asyncio.run(farm.submit(two.connection, QUEUE, CONTAINER, "slow", burst))
@@ -212,9 +212,12 @@ def test_helm_upgrade_from_the_previous_release_during_a_burst(two_nodes: TwoNod
             two.tools.kubectl("rollout", "status", deployment, "-n", NAMESPACE, "--timeout=240s")
         upgrade_s = time.monotonic() - started
         time.sleep(15)
-    outcome = _outcome(two, [*sender.job_ids, *burst_ids])
+        sender.stop()
+        outcome = _outcome(two, [*sender.job_ids, *burst_ids])
+        ran_twice = logs.naming(outcome.redelivered_ids)
     _figures("helm upgrade", sender, outcome, chart=chart, upgrade_s=round(upgrade_s, 1))
-    assert outcome.missing == 0 and outcome.failed == 0 and outcome.redelivered == 0
+    assert outcome.missing == 0 and outcome.failed == 0
+    assert outcome.redelivered == 0, f"delivered twice: {outcome.redelivered_ids}\n{ran_twice}"
     assert outcome.succeeded == len(sender.job_ids) + len(burst_ids)
     assert sending.longest_outage(sender.attempts) <= 2.0, [a for a in sender.attempts if not a.ok]
 
@@ -262,7 +265,7 @@ def test_drain_of_a_busy_node_keeps_the_front_door_open(two_nodes: TwoNodes) -> 
         time.sleep(20)
         sender.stop()
         outcome = _outcome(two, sender.job_ids)
-        ran_twice = farm.lines_naming(logs, outcome.redelivered_ids)
+        ran_twice = logs.naming(outcome.redelivered_ids)
     _figures(
         "drain", sender, outcome, drain_s=round(drained - started, 1),
         operator_back_after_drain_s=round(max(0.0, observed - drained), 1),
