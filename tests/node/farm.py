@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import json
 import os
 import signal
@@ -165,6 +166,27 @@ class FollowedLogs:
                                        "--tail=-1", "--max-log-requests=20", check=False)  # fmt: skip
         found = [line for line in text.splitlines() if any(name in line for name in names)]
         return "\n".join(found[:limit])
+
+    def drains(self) -> dict[str, float | None]:
+        """Per followed renderer pod that began to drain: seconds from its "draining" line to its
+        "drained" line (None: it never logged the end: killed, or still draining)."""
+        began: dict[str, float] = {}
+        ended: dict[str, float] = {}
+        for line in self.followed.read_text(errors="replace").splitlines():
+            pod, _, body = line.partition("] ")
+            try:
+                entry = json.loads(body)
+                at = datetime.datetime.fromisoformat(entry["time"]).timestamp()
+                message = str(entry["message"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if message.startswith("draining:"):
+                began[pod.lstrip("[")] = at
+            elif message.startswith("drained:"):
+                ended[pod.lstrip("[")] = at
+        return {
+            pod: round(ended[pod] - at, 1) if pod in ended else None for pod, at in began.items()
+        }
 
 
 @contextlib.contextmanager

@@ -266,10 +266,12 @@ def test_drain_of_a_busy_node_keeps_the_front_door_open(two_nodes: TwoNodes) -> 
         sender.stop()
         outcome = _outcome(two, sender.job_ids)
         ran_twice = logs.naming(outcome.redelivered_ids)
+        renderer_drains_s = logs.drains()
     _figures(
         "drain", sender, outcome, drain_s=round(drained - started, 1),
         operator_back_after_drain_s=round(max(0.0, observed - drained), 1),
-        renderers_before=len(_on(busy, first)),
+        renderers_before=len(_on(busy, first)), renderer_drains_s=renderer_drains_s,
+        evictions_refused_by_a_budget=(drain.stdout + drain.stderr).count("will retry after"),
     )  # fmt: skip
     assert drained - started <= 120
     assert observed - drained <= 15, "scaling did not resume within 15 s"
