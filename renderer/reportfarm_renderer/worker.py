@@ -158,8 +158,6 @@ class QueueWorker:
         except BaseException:  # cancelled or failed: no drain will stop the keeper
             await self._stop_keeper()
             raise
-        if self._drained:
-            await self._stop_keeper()
 
     async def _stop_keeper(self) -> None:
         if self._keeper is not None:

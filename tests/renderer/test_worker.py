@@ -164,8 +164,8 @@ async def test_a_job_running_on_through_a_drain_keeps_its_lease(
 ) -> None:
     """The leases are extended through the grace period, not only until receiving stops: a
     render longer than the visibility timeout that began before SIGTERM is never received by
-    another pod while this one drains (before: it was, 3 s in here; on the real node, jobs a
-    busy pod took just before its eviction came back to the other node's pods)."""
+    another pod while this one drains (before: it was, 3 s in here, once the keeper had stopped
+    with the receiving)."""
     log = tmp_path / "worker.log"
     worker = worker_process(storage, template_dir, log, REPORTFARM_DRAIN_TIMEOUT="30",
                             REPORTFARM_VISIBILITY_TIMEOUT="3")  # fmt: skip
