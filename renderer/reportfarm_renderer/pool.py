@@ -253,6 +253,13 @@ class BrowserPool:
         return self._target * self._pages
 
     @property
+    def open_lanes(self) -> int:
+        """Renders the pool can take at once now: the pages of the launched workers that count
+        towards the target, at most :attr:`lanes`. Workers still launching (a start's, a grow's,
+        a failed one's replacement) and workers leaving are not counted."""
+        return max(0, min(self._target, self._serving())) * self._pages
+
+    @property
     def idle(self) -> int:
         return len(self._idle)
 

@@ -1,8 +1,9 @@
 """The queue worker: receive as many jobs as the pool has room for, keep them leased, drain.
 
-- Receives in batches sized to the pool's free capacity plus one job taken ahead (at most 32,
-  Azure's limit). A receive that gave fewer than it asked for found the lanes drained: the next
-  waits the first idle pause (or a wake), as after an empty one, instead of asking again at once.
+- Receives in batches sized to the pool's free capacity (its launched browsers' pages) plus one
+  job taken ahead (at most 32, Azure's limit). A receive that gave fewer than it asked for found
+  the lanes drained: the next waits the first idle pause (or a wake), as after an empty one,
+  instead of asking again at once.
 - Lanes: the interactive lane is asked first; bulk gets what is left, limited to a weighted
   share while interactive traffic is live (``lanes.LaneShare``), so it never starves.
 - A lease keeper extends every running job's visibility at a third of the visibility timeout,
@@ -112,9 +113,15 @@ class QueueWorker:
         prints the next one, and the job after that should be here, rendered, when a browser
         comes free (before: a browser idled while the job ahead of it uploaded, recorded and
         deleted its message, then while the next was received). Jobs storing are bounded too
-        (:data:`STORING_PER_BROWSER`)."""
-        size = self.pool.lanes  # browsers x pages per browser: the jobs printing at once
-        ahead = TAKE_AHEAD if self.pool.size else 0
+        (:data:`STORING_PER_BROWSER`).
+
+        Room is counted in the browsers launched, not in the pool's target: a starting pod (Ready
+        with its first browser), a grown pool or a failed browser's replacement takes jobs for
+        a browser once it is up. Before, a pod took jobs for browsers still launching; on a
+        starved node a launch can outlast the borrow timeout, and each such job went back to
+        the queue with an attempt counted."""
+        size = self.pool.open_lanes  # launched browsers x pages: the jobs printing at once
+        ahead = TAKE_AHEAD if size else 0
         waiting = sum(1 for lease in self.leases.values() if not lease.printed)
         room = size + ahead - waiting
         room = min(room, size * (1 + STORING_PER_BROWSER) + ahead - self.running)

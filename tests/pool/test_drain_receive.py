@@ -20,6 +20,7 @@ from reportfarm import renderer_api
 class FakePool:
     size: int = 2
     lanes: int = 2
+    open_lanes: int = 2
 
 
 @dataclasses.dataclass

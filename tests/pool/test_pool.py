@@ -584,6 +584,20 @@ async def test_a_worker_recycled_after_k_jobs_closes_when_its_last_page_is_back(
         assert events.named("worker_recycled")[0] == ("jobs",)  # (worker 2 is due after it too)
 
 
+async def test_open_lanes_count_the_launched_workers_not_the_target(farm: Farm) -> None:
+    async with make_pool(farm, size=1, pages_per_worker=2) as pool:
+        farm.hang = True  # the next launches do not finish
+        await pool.resize(3)
+        assert (pool.lanes, pool.open_lanes, pool.launching) == (6, 2, 2)
+        running = [render(pool, "gate:a") for _ in range(2)]
+        await wait_until(lambda: farm.running == 2)
+        assert pool.open_lanes == 2  # busy pages still count: they are up
+        farm.open("a")
+        await asyncio.gather(*running)
+        await pool.resize(0)
+        assert pool.open_lanes == 0
+
+
 async def test_resizing_counts_workers_and_capacity_follows_in_pages(farm: Farm) -> None:
     async with make_pool(farm, size=1, pages_per_worker=2) as pool:
         await pool.resize(3)

@@ -15,17 +15,26 @@ class FakePool:
     size: int
     """Browsers."""
     pages: int = 1
+    launched: int | None = None
+    """Browsers up (default: all of them)."""
 
     @property
     def lanes(self) -> int:
         return self.size * self.pages
 
+    @property
+    def open_lanes(self) -> int:
+        launched = self.size if self.launched is None else self.launched
+        return min(self.size, launched) * self.pages
 
-def make_worker(size: int, pages: int = 1) -> tuple[working.QueueWorker, list[Lease]]:
+
+def make_worker(
+    size: int, pages: int = 1, launched: int | None = None
+) -> tuple[working.QueueWorker, list[Lease]]:
     worker = working.QueueWorker(
         runner=cast(Any, None),
         lanes=[cast(Any, None)],
-        pool=cast(Any, FakePool(size, pages)),
+        pool=cast(Any, FakePool(size, pages, launched)),
         metrics=RendererMetrics(),
         visibility_timeout=30,
     )
@@ -85,3 +94,19 @@ def test_pages_per_browser_count_as_lanes() -> None:
 def test_the_batch_is_capped_at_azure_s_limit() -> None:
     worker, _ = make_worker(100)
     assert worker.capacity() == 32
+
+
+def test_browsers_still_launching_get_no_jobs_until_they_are_up() -> None:
+    # A pod Ready with its first of 4 browsers (2 pages each): jobs for that browser and one
+    # ahead, not for the 3 launching (on a starved node a launch can outlast the borrow timeout,
+    # and a job waiting for it went back to the queue with an attempt counted).
+    worker, leases = make_worker(4, pages=2, launched=1)
+    assert worker.capacity() == 3
+    receive(worker, leases, 3)
+    assert worker.capacity() == 0
+    cast(FakePool, worker.pool).launched = 3  # two more are up
+    assert worker.capacity() == 4
+    worker, _ = make_worker(
+        1, pages=2, launched=0
+    )  # its one browser failed, a replacement launches
+    assert worker.capacity() == 0  # not even a job ahead: nothing is up to print it
