@@ -17,10 +17,13 @@
   in flight (``renderer_api.HANDOFF_PATH``); with none such, the job goes on the lane visible,
   with a wake. A renderer with room runs it as if it had received it: the
   receive, a storage round trip, is skipped. One without room answers 409 (and is not offered
-  another for :data:`BUSY_S`); then, or when the offer fails, the message is made visible at once
-  and renderers are woken as above. A renderer that took one and died leaves the message
-  invisible until its hold ends, as a lease would. The message's dequeue count stays 0 through a
-  hand-off: a job handed over and lost gets one attempt more before the poison queue.
+  another for :data:`BUSY_S`); then, or when the offer could not be sent, the message is made
+  visible at once and renderers are woken as above. An offer sent and not answered within a
+  third of the hold (:meth:`Waker.offer_timeout_s`) may have been taken: its message is left to
+  its hold, as a lease would be (made visible under a renderer that took it late, it was run
+  twice). A renderer that took one and died leaves the message invisible until its hold ends.
+  The message's dequeue count stays 0 through a hand-off: a job handed over and lost gets one
+  attempt more before the poison queue.
 
 Wakes and done hints are sent without waiting for them, with a short timeout. A lost, late or
 forged hint costs what it would have saved (the idle pause, the polling interval) or one more
@@ -37,6 +40,7 @@ import logging
 import random
 import socket
 import time
+import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,6 +61,8 @@ RESOLVE_EVERY_S = 5.0
 """How long resolved renderer addresses are reused (renderers come and go with scaling)."""
 Address = tuple[str, int]
 """A renderer's (host, port)."""
+Offered = typing.Literal["taken", "refused", "unanswered"]
+"""What became of a hand-off's offer (:meth:`Waker._offer`)."""
 BUSY_S = 1.0
 """A renderer that had no room for a hand-off is not offered another for this long (its jobs go
 on the lane visible, with a wake): a busy farm pays a refused offer and a reveal at most once a
@@ -163,6 +169,8 @@ class Waker:
         """Hand-offs a renderer took."""
         self.revealed = 0
         """Hand-offs no renderer took: their messages made visible at once."""
+        self.unanswered = 0
+        """Offers sent and not answered in time: their messages left to their hold."""
         self._busy_until: dict[Address, float] = {}
         """Renderers that had no room for a hand-off, until when they are not offered one."""
         self._offering: set[Address] = set()
@@ -214,16 +222,32 @@ class Waker:
         """A reservation not used (the send failed)."""
         self._offering.discard(address)
 
+    @property
+    def offer_timeout_s(self) -> float:
+        """How long an offer's answer is waited for: a third of the hold (at least
+        :data:`HINT_TIMEOUT_S`), so that a renderer that took the job as the wait ended extends
+        its lease (within a third of the hold from taking it) before the hold ends."""
+        return max(HINT_TIMEOUT_S, self.handoff_s / 3)
+
     async def _hand_off(self, address: Address, queue: JobQueue, delivery: Delivery) -> None:
         try:
-            taken = await self._offer(address, queue.name, delivery)
+            answer = await self._offer(address, queue.name, delivery)
         finally:
             self._offering.discard(address)
-        if taken:
+        if answer == "taken":
             self.handed += 1
             self._count("handoff", "taken")
             return
         self._busy_until[address] = time.monotonic() + self.busy_s
+        if answer == "unanswered":  # it may have been taken: the hold decides, as a lease's
+            logger.info(
+                "hand-off of message %s to renderer %s:%d not answered within %.1f s: "
+                "left to its hold (visible in %d s at most)",
+                *(delivery.message_id, *address, self.offer_timeout_s, self.handoff_s),
+            )
+            self.unanswered += 1
+            self._count("handoff", "unanswered")
+            return
         try:
             await queue.release(delivery, delay_s=0)
         except Exception as error:  # it becomes visible when its hold ends
@@ -241,8 +265,11 @@ class Waker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _offer(self, address: Address, queue: str, delivery: Delivery) -> bool:
-        """Whether the renderer at ``address`` took the message (200)."""
+    async def _offer(self, address: Address, queue: str, delivery: Delivery) -> Offered:
+        """What the renderer at ``address`` answered: ``taken`` (200), ``refused`` (any other
+        answer, or the offer was never sent: no connection), or ``unanswered`` (sent, no answer
+        within :attr:`offer_timeout_s`, or the connection broke after sending: it may have
+        been taken)."""
         assert self.key is not None
         body = renderer_api.handoff_body(
             renderer_api.Handoff(
@@ -261,12 +288,18 @@ class Waker:
         host, port = address
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{port}{renderer_api.HANDOFF_PATH}"
+        timeout = aiohttp.ClientTimeout(total=self.offer_timeout_s)
         try:
-            async with self._http().post(url, data=body, headers=headers) as response:
-                return response.status == 200
+            async with self._http().post(
+                url, data=body, headers=headers, timeout=timeout
+            ) as response:
+                return "taken" if response.status == 200 else "refused"
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
+            logger.debug("hand-off to renderer %s:%d not sent: %s", host, port, error)
+            return "refused"
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            logger.debug("hand-off to renderer %s:%d failed: %s", host, port, error)
-            return False
+            logger.debug("hand-off to renderer %s:%d not answered: %r", host, port, error)
+            return "unanswered"
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:

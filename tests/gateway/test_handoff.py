@@ -7,6 +7,7 @@ What may not happen: a job lost or held past its hold, a forged hand-off run."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import time
@@ -33,17 +34,22 @@ came by a hint or a hand-off, not by polling."""
 
 
 class StandIn:
-    """A renderer's hand-off and wake paths only: answers every offer with ``status`` and runs
-    nothing (409: a renderer without room; 200: one that took the job and died)."""
+    """A renderer's hand-off and wake paths only: answers every offer with ``status`` (after
+    ``delay_s``: a renderer whose event loop lags) and runs nothing (409: a renderer without
+    room; 200: one that took the job and died)."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, *, delay_s: float = 0.0) -> None:
         self.status = status
+        self.delay_s = delay_s
+        self.answered = asyncio.Event()
         self.offers: list[renderer_api.Handoff | None] = []
         self.wakes = 0
         self.port = free_port()
 
     async def _handoff(self, request: web.Request) -> web.Response:
         self.offers.append(renderer_api.parse_handoff(await request.read()))
+        await asyncio.sleep(self.delay_s)
+        self.answered.set()
         return web.Response(status=self.status)
 
     async def _wake(self, request: web.Request) -> web.Response:
@@ -204,6 +210,29 @@ async def test_a_renderer_that_took_a_job_and_died_leaves_it_held_only_until_its
     assert took >= 2.0
 
 
+async def test_an_offer_answered_late_is_left_to_its_hold_not_revealed_under_its_taker(
+    storage: StorageSettings, template_dir: Path
+) -> None:
+    """The stand-in takes the job (200) half a second after the gateway stops waiting (a third of
+    the 3 s hold: 1 s), as a renderer whose loop lagged would: the gateway cannot tell a late
+    yes from a no, so the message is left invisible for its hold, as if taken. Revealed at once
+    (as it was), the real renderer would have received it while its taker ran it: run twice."""
+    async with StandIn(200, delay_s=1.5).running() as late:
+        async with service.running(renderer_settings(storage, template_dir)) as renderer:
+            async with gateway_on_port(
+                storage, port=free_port(), wake=(f"127.0.0.1:{late.port}",), handoff_s=3
+            ) as gateway:
+                waker = gateway.app[hinting.WAKER]
+                assert waker.offer_timeout_s == 1.0
+                pdf, _ = await _report(gateway, "late")
+                counts = (waker.handed, waker.revealed, waker.unanswered)
+                async with asyncio.timeout(10):
+                    await late.answered.wait()  # the late yes came (the gateway had given up)
+    assert counts == (0, 0, 1), counts
+    assert "late" in pdf_text(pdf)  # the real renderer received it once its hold ended
+    assert renderer.worker.handoffs == 0
+
+
 async def test_a_forged_or_malformed_handoff_is_refused_and_runs_nothing(
     storage: StorageSettings, template_dir: Path
 ) -> None:
@@ -301,6 +330,7 @@ async def test_a_renderer_is_offered_one_job_at_a_time_and_none_when_hand_offs_a
     assert first is not None and second is not None
     assert {first, second} == set(waker._addresses)
     assert waker.reserve() is None  # both have an offer in flight
+    assert waker.offer_timeout_s == 10 / 3  # a taker extends the lease before the hold ends
     waker.release(first)
     assert waker.reserve() == first
     for off in (
