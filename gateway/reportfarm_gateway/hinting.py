@@ -40,9 +40,8 @@ import logging
 import random
 import socket
 import time
-import typing
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
@@ -61,7 +60,7 @@ RESOLVE_EVERY_S = 5.0
 """How long resolved renderer addresses are reused (renderers come and go with scaling)."""
 Address = tuple[str, int]
 """A renderer's (host, port)."""
-Offered = typing.Literal["taken", "refused", "unanswered"]
+Offered = Literal["taken", "refused", "unanswered"]
 """What became of a hand-off's offer (:meth:`Waker._offer`)."""
 BUSY_S = 1.0
 """A renderer that had no room for a hand-off is not offered another for this long (its jobs go

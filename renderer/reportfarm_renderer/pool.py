@@ -257,7 +257,7 @@ class BrowserPool:
         """Renders the pool can take at once now: the pages of the launched workers that count
         towards the target, at most :attr:`lanes`. Workers still launching (a start's, a grow's,
         a failed one's replacement) and workers leaving are not counted."""
-        return max(0, min(self._target, self._serving())) * self._pages
+        return min(self._target, self._serving()) * self._pages
 
     @property
     def idle(self) -> int:

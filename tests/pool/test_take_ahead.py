@@ -106,7 +106,6 @@ def test_browsers_still_launching_get_no_jobs_until_they_are_up() -> None:
     assert worker.capacity() == 0
     cast(FakePool, worker.pool).launched = 3  # two more are up
     assert worker.capacity() == 4
-    worker, _ = make_worker(
-        1, pages=2, launched=0
-    )  # its one browser failed, a replacement launches
+    # Its one browser failed and a replacement launches:
+    worker, _ = make_worker(1, pages=2, launched=0)
     assert worker.capacity() == 0  # not even a job ahead: nothing is up to print it
