@@ -19,8 +19,9 @@ Its port, paths and ``/pool`` body are the renderer's contract, ``reportfarm.ren
   sent invisible, and the pop receipt the put answered, signed with the key the gateway and the
   renderers derive from the storage account's secret (``reportfarm.carrying``). 200 when the
   worker runs it now (as if received: ``QueueWorker.take``); 409 when it does not (no room,
-  draining, no key, a signature or body that does not check out): the gateway then makes the
-  message visible at once, and a receive finds it.
+  draining, no key, a signature or body that does not check out, too little of its hold left):
+  the gateway then makes the message visible at once, and a receive finds it (an offer taken
+  too late to be answered in time is left to its hold, and received when it ends).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from reportfarm import carrying, renderer_api
 from reportfarm.storage.queueing import Delivery
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.metrics import RendererMetrics
-from reportfarm_renderer.worker import QueueWorker
+from reportfarm_renderer.worker import HANDOFF_MIN_LEFT_S, QueueWorker
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,16 @@ def _take(parts: Parts, body: bytes, request: web.Request) -> str:
         inserted_on=inserted_on,
     )
     taken = parts.worker.take(handed.queue, delivery, held_s=handed.held_s)
-    return "taken" if taken else "busy"
+    if taken == "late" and parts.worker.handoffs_late in (1, 10, 100, 1000):  # no flood
+        logger.warning(
+            "a hand-off came with less than %.0f s of its %d s hold left (%d so far): refused, "
+            "its message is received when the hold ends; this renderer's event loop lags, or "
+            "its clock is ahead of storage's",
+            HANDOFF_MIN_LEFT_S,
+            handed.held_s,
+            parts.worker.handoffs_late,
+        )
+    return taken
 
 
 async def wake(request: web.Request) -> web.Response:

@@ -16,7 +16,11 @@
   backoff, and a lost one costs the idle pause it would have cut.
 - ``take()`` (``POST /handoff``, a job the gateway handed over: its message sent invisible, with
   the pop receipt the put answered): run it now as if received, if there is room for it and the
-  worker is not draining; a receive skipped (a storage round trip of the job's wait).
+  worker is not draining; a receive skipped (a storage round trip of the job's wait). Its lease
+  is first extended within a third of what is left of its hold, counted from the message's
+  insertion (storage's clock): an offer taken late (this loop lagging, the gateway no longer
+  waiting) with less than :data:`HANDOFF_MIN_LEFT_S` left is refused, and its hold ends and it
+  is received, rather than run here while another renderer receives it too.
 - ``drain()``: stop receiving, let running jobs finish within the grace period, then make what is
   left visible again at once (visibility 0) so another pod takes it. Jobs a receive still in
   flight brings back are run too, within the same grace period: handing them back made each a
@@ -30,6 +34,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Literal
 
 from reportfarm import backoff, contract
 from reportfarm.storage import errors as storage_errors
@@ -48,6 +54,28 @@ STORING_PER_BROWSER = 1
 """Jobs storing their PDFs (upload, record, delete: no browser needed) a worker holds at most,
 per browser, on top of the jobs that need one; a storage that slows down cannot make the
 worker hoard messages."""
+
+
+HANDOFF_MIN_LEFT_S = 3.0
+"""A hand-off with less of its hold left than this when it is taken is refused: its lease's first
+extension is due at a third of what is left and the lease keeper looks once a second, so with
+less the hold could end before the extension, and another renderer receive and run the job too.
+A gateway whose hold is shorter than this hands nothing off (every offer is refused at once and
+its message revealed: wakes only)."""
+Taken = Literal["taken", "busy", "late"]
+"""What became of a hand-off (:meth:`QueueWorker.take`)."""
+
+
+def hold_left_s(held_s: int, inserted_on: datetime | None, now: datetime) -> float:
+    """How long a message sent invisible for ``held_s`` seconds at ``inserted_on`` (storage's
+    clock, which keeps whole seconds: never later than the send) stays invisible at ``now``
+    (this pod's clock); the whole hold when its insertion is unknown, or when this clock is
+    behind storage's (then as before this check: the offer is fresh)."""
+    if inserted_on is None:
+        return float(held_s)
+    if inserted_on.tzinfo is None:
+        inserted_on = inserted_on.replace(tzinfo=UTC)
+    return held_s - max(0.0, (now - inserted_on).total_seconds())
 
 
 WAKE_GAP_S = 0.02
@@ -94,6 +122,8 @@ class QueueWorker:
         """Wakes that ended an idle pause (a receive began sooner than its pacing said)."""
         self.handoffs = 0
         """Jobs handed over (``take``) and run without a receive."""
+        self.handoffs_late = 0
+        """Hand-offs refused for too little hold left (taken late, or this clock ahead)."""
         self.metrics.oldest_job.set_function(self.oldest_job_s)
         self.timeline = timeline or starting.Timeline.from_now()
         """The start's phases: ready (the first receive answered), first_receive, first_stored."""
@@ -260,20 +290,25 @@ class QueueWorker:
         self._woken.set()
         return self._pacing.idle_s > 0 and not self._stopping.is_set()
 
-    def take(self, queue_name: str, delivery: Delivery, *, held_s: int) -> bool:
+    def take(self, queue_name: str, delivery: Delivery, *, held_s: int) -> Taken:
         """Run a handed-over message's job now, as if received, when the pool has room for one
-        and the worker is not draining; whether it was taken. ``held_s``: how long the message
-        stays invisible from now at most: its lease is first extended within a third of it."""
+        and the worker is not draining (else ``busy``) and enough of its hold is left (else
+        ``late``, see :data:`HANDOFF_MIN_LEFT_S`). ``held_s``: how long the message was sent
+        invisible for; its lease is first extended within a third of what is left of it."""
         queue = next((lane for lane in self.lanes if lane.name == queue_name), None)
         if queue is None or self._stopping.is_set() or self.capacity() == 0:
-            return False
+            return "busy"
+        left_s = hold_left_s(held_s, delivery.inserted_on, datetime.now(UTC))
+        if left_s < HANDOFF_MIN_LEFT_S:
+            self.handoffs_late += 1
+            return "late"
         lease = Lease(delivery, queue)
-        lease.extended_at -= max(0.0, self._lease_period_s() - held_s / 3)
+        lease.extended_at -= max(0.0, self._lease_period_s() - left_s / 3)
         self._count_started(queue, 1)
         self.handoffs += 1
         self.timeline.mark("first_receive")
         self._start(lease)
-        return True
+        return "taken"
 
     async def _sleep(self, seconds: float) -> None:
         waits = [asyncio.ensure_future(self._stopping.wait())]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,9 +19,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 from reportfarm_gateway import context, hinting
-from reportfarm_renderer import service
+from reportfarm_renderer import service, worker
 
-from reportfarm import carrying, contract, renderer_api
+from reportfarm import carrying, contract, encoding, renderer_api
+from reportfarm.client import ReportFarmClient
+from reportfarm.encoding import Submission
 from reportfarm.settings import StorageSettings
 
 from ..renderer.conftest import pdf_text, renderer_settings, wait_for
@@ -231,6 +234,60 @@ async def test_an_offer_answered_late_is_left_to_its_hold_not_revealed_under_its
     assert counts == (0, 0, 1), counts
     assert "late" in pdf_text(pdf)  # the real renderer received it once its hold ended
     assert renderer.worker.handoffs == 0
+
+
+async def test_an_offer_taken_with_too_little_of_its_hold_left_is_refused_and_received_once(
+    storage: StorageSettings, template_dir: Path, client: ReportFarmClient
+) -> None:
+    """A renderer whose loop lagged reads an offer long after the gateway sent it (here: 1.5 s
+    into a 4 s hold, so at most 2.5 s are left, under the 3 s it needs to extend the lease in
+    time). Taken, its hold could end before the first extension and another renderer receive
+    the job and run it too; refused, the message stays invisible until the hold ends, and the
+    renderer's own receive then finds it: run once, on its first delivery."""
+    job = encoding.encode(client.build_job(Submission(template="plain", data={"name": "late"})))
+    queue, delivery = await client.send_held(job, held_s=4)
+    assert delivery.inserted_on is not None  # storage answered the put with its insertion time
+    await asyncio.sleep(1.5)
+    key = carrying.key_for(storage.connection_string)
+    assert key is not None
+    body = renderer_api.handoff_body(
+        renderer_api.Handoff(
+            queue=queue.name,
+            message_id=delivery.message_id,
+            pop_receipt=delivery.pop_receipt,
+            content=delivery.content,
+            held_s=4,
+            inserted_on=delivery.inserted_on.isoformat(),
+        )
+    )
+    headers = {carrying.HANDOFF_SIGNATURE_HEADER: carrying.sign_handoff(key, body)}
+    async with service.running(renderer_settings(storage, template_dir)) as renderer:
+        url = f"http://127.0.0.1:{renderer.port}{renderer_api.HANDOFF_PATH}"
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url, data=body, headers=headers) as response:
+                assert response.status == 409
+        assert renderer.worker.handoffs == 0 and renderer.worker.handoffs_late == 1
+        results = await client.wait([job.job_id], timeout_s=30)
+        record = results[job.job_id]
+        assert record is not None and record.state == "succeeded", record
+        assert record.attempts == 1  # received once, when its hold ended; never run before
+        pdf = await client.download(record)
+        late = renderer.parts.metrics.registry.get_sample_value(
+            "reportfarm_hints_total", {"kind": "handoff", "outcome": "late"}
+        )
+    assert late == 1 and renderer.worker.handoffs == 0
+    assert "late" in pdf_text(pdf)
+
+
+def test_what_is_left_of_a_hold_counts_from_the_insertion_in_storage_clock() -> None:
+    sent = datetime.datetime(2026, 12, 7, 13, 0, 0, tzinfo=datetime.UTC)
+    later = sent + datetime.timedelta(seconds=7.5)
+    assert worker.hold_left_s(10, sent, later) == 2.5
+    assert worker.hold_left_s(10, sent.replace(tzinfo=None), later) == 2.5  # naive: UTC
+    assert worker.hold_left_s(10, None, later) == 10.0  # insertion unknown: the whole hold
+    assert worker.hold_left_s(10, later, sent) == 10.0  # this clock behind storage's
+    assert worker.hold_left_s(10, sent, sent + datetime.timedelta(seconds=12)) == -2.0
+    assert worker.hold_left_s(10, sent, later) < worker.HANDOFF_MIN_LEFT_S
 
 
 async def test_a_forged_or_malformed_handoff_is_refused_and_runs_nothing(
