@@ -693,6 +693,11 @@ class BrowserPool:
         task.add_done_callback(_log_failure)
         return task
 
+    def changed(self) -> asyncio.Future[None]:
+        """A future resolved at the pool's next change: a worker launched, checked in or gone, a
+        resize (the queue worker waits on it for room; cancel it when done waiting)."""
+        return self._change()
+
     def _change(self) -> asyncio.Future[None]:
         """A future resolved at the next change of busy workers or target size."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()

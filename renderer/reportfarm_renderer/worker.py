@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from reportfarm import backoff, contract
 from reportfarm.storage import errors as storage_errors
@@ -78,6 +78,9 @@ def hold_left_s(held_s: int, inserted_on: datetime | None, now: datetime) -> flo
     return held_s - max(0.0, (now - inserted_on).total_seconds())
 
 
+ROOM_LOOK_S = 0.5
+"""A worker without room looks again at least this often (it is also woken by a job ending and
+by any change of the pool: a browser launched takes jobs at once)."""
 WAKE_GAP_S = 0.02
 """A wake starts a receive at least this long after the last one began: a flood of wakes costs at
 most 50 receives a second."""
@@ -277,11 +280,15 @@ class QueueWorker:
         self._room.set()
 
     async def _wait_for_room(self) -> None:
+        """Until a job ends, the pool changes (a browser launched: its pages take jobs at once,
+        not at the next look), the worker stops, or :data:`ROOM_LOOK_S` passes (a look now and
+        then all the same)."""
         stop = asyncio.ensure_future(self._stopping.wait())
         room = asyncio.ensure_future(self._room.wait())
-        # Also wake up now and then: the pool may have grown by a resize.
-        await asyncio.wait({stop, room}, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
-        for future in (stop, room):
+        pool_changed = self.pool.changed()
+        waits: set[asyncio.Future[Any]] = {stop, room, pool_changed}
+        await asyncio.wait(waits, timeout=ROOM_LOOK_S, return_when=asyncio.FIRST_COMPLETED)
+        for future in waits:
             future.cancel()
 
     def wake(self) -> bool:

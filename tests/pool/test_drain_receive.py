@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 from typing import Any, cast
 
+import pytest
 from prometheus_client import generate_latest
 from reportfarm_renderer import worker as working
 from reportfarm_renderer.jobs import Lease
@@ -21,6 +22,17 @@ class FakePool:
     size: int = 2
     lanes: int = 2
     open_lanes: int = 2
+    change: asyncio.Future[None] | None = None
+
+    def changed(self) -> asyncio.Future[None]:
+        self.change = asyncio.get_running_loop().create_future()
+        return self.change
+
+    def launch(self, lanes: int) -> None:
+        """Browsers come up: their pages are open, and whoever waits for a change hears it."""
+        self.open_lanes = lanes
+        if self.change is not None and not self.change.done():
+            self.change.set_result(None)
 
 
 @dataclasses.dataclass
@@ -66,11 +78,11 @@ class FakeRunner:
         return "succeeded"
 
 
-def make(queue: FakeQueue, runner: FakeRunner) -> working.QueueWorker:
+def make(queue: FakeQueue, runner: FakeRunner, pool: FakePool | None = None) -> working.QueueWorker:
     return working.QueueWorker(
         runner=cast(Any, runner),
         lanes=[cast(Any, queue)],
-        pool=cast(Any, FakePool()),
+        pool=cast(Any, pool or FakePool()),
         metrics=RendererMetrics(),
         visibility_timeout=30,
     )
@@ -107,6 +119,29 @@ async def test_a_receive_that_returns_after_the_drain_ended_is_handed_back() -> 
     await loop
     assert released == 0
     assert sorted(queue.released) == ["m1", "m2"] and runner.done == []
+
+
+async def test_a_browser_that_comes_up_takes_jobs_at_once_not_at_the_next_look(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A starting pod's browsers are all launching: no room, no receive. The worker hears the
+    pool change when one is up and receives for it then; with the look between waits pushed out
+    to an hour, only that can start the receive."""
+    monkeypatch.setattr(working, "ROOM_LOOK_S", 3600.0)
+    pool = FakePool(open_lanes=0)
+    queue, runner = FakeQueue(receive_s=0.0, batch=1), FakeRunner(job_s=0.0)
+    worker = make(queue, runner, pool)
+    loop = asyncio.create_task(worker.run())
+    while pool.change is None:  # noqa: ASYNC110 - the worker waiting for room is the point
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    assert queue.served == 0  # nothing up, nothing received
+    pool.launch(2)
+    async with asyncio.timeout(10):  # a bound on a hang, not a timing: the next look is an hour
+        while queue.served == 0:  # noqa: ASYNC110 - the receive the launch started
+            await asyncio.sleep(0.01)
+    await worker.drain(timeout=5)
+    await loop
 
 
 async def test_the_oldest_running_job_is_on_metrics_while_it_runs_and_zero_after() -> None:

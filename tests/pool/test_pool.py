@@ -598,6 +598,21 @@ async def test_open_lanes_count_the_launched_workers_not_the_target(farm: Farm) 
         assert pool.open_lanes == 0
 
 
+async def test_a_worker_that_comes_up_is_a_change_the_queue_worker_hears(farm: Farm) -> None:
+    """The queue worker waits on ``changed()`` for room: a launch must resolve it (else a
+    starting pod's browsers take jobs only at the worker's next look)."""
+    async with make_pool(farm, size=1, pages_per_worker=2) as pool:
+        changed = pool.changed()
+        await asyncio.sleep(0.05)
+        assert not changed.done()  # nothing happened
+        await pool.resize(2)  # a resize is a change
+        assert changed.done()
+        changed = pool.changed()
+        assert pool.open_lanes == 2 and not changed.done()  # the second is still launching
+        await wait_until(lambda: pool.open_lanes == 4)  # the second browser is up
+        assert changed.done()
+
+
 async def test_resizing_counts_workers_and_capacity_follows_in_pages(farm: Farm) -> None:
     async with make_pool(farm, size=1, pages_per_worker=2) as pool:
         await pool.resize(3)
