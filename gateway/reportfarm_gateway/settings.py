@@ -61,9 +61,10 @@ class GatewaySettings(common.FromEnv):
     synchronous report's message is sent invisible for this long and handed, with its pop
     receipt, to one renderer, which runs it without a receive; one that has no room says so and
     the message is made visible at once. A renderer that took one and died leaves it invisible
-    this long at most. 0: no hand-offs (wakes only); under 3 s a renderer refuses every offer
-    (its lease could not be extended in time: ``reportfarm_renderer.worker.HANDOFF_MIN_LEFT_S``),
-    which is wakes only too."""
+    this long at most. 0: no hand-offs (wakes only). Under 4 s few or none are taken: a renderer
+    refuses an offer with less than 3 s of its hold left (its lease could not be extended in
+    time: ``reportfarm_renderer.worker.HANDOFF_MIN_LEFT_S``), counted from the message's
+    insertion, which storage keeps in whole seconds."""
     notify_address: str | None = common.setting("REPORTFARM_GATEWAY_NOTIFY_ADDRESS", None)
     """REPORTFARM_GATEWAY_NOTIFY_ADDRESS: ``ip:port`` where renderers reach this replica (the
     chart: the pod's IP and the gateway's port), put in each synchronous job so its renderer

@@ -60,8 +60,8 @@ HANDOFF_MIN_LEFT_S = 3.0
 """A hand-off with less of its hold left than this when it is taken is refused: its lease's first
 extension is due at a third of what is left and the lease keeper looks once a second, so with
 less the hold could end before the extension, and another renderer receive and run the job too.
-A gateway whose hold is shorter than this hands nothing off (every offer is refused at once and
-its message revealed: wakes only)."""
+A gateway whose hold is under 4 s hands off few jobs or none (storage keeps the insertion time
+in whole seconds; a refused offer's message is revealed at once: wakes only)."""
 Taken = Literal["taken", "busy", "late"]
 """What became of a hand-off (:meth:`QueueWorker.take`)."""
 
