@@ -20,7 +20,13 @@ from reportfarm_renderer import service
 from reportfarm import netpolicy
 from reportfarm.settings import StorageSettings
 
-from ..renderer.conftest import client, renderer_settings, storage, template_dir  # noqa: F401
+from ..renderer.conftest import (  # noqa: F401
+    client,
+    renderer_settings,
+    storage,
+    template_dir,
+    worker_process,
+)
 
 TOKENS = {"acme": "acme-token", "globex": "globex-token"}
 SECRET = "whsec-test"

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 from reportfarm_gateway import context, hinting
 from reportfarm_renderer import service, worker
 
@@ -26,7 +28,7 @@ from reportfarm.client import ReportFarmClient
 from reportfarm.encoding import Submission
 from reportfarm.settings import StorageSettings
 
-from ..renderer.conftest import pdf_text, renderer_settings, wait_for
+from ..renderer.conftest import WorkerProcess, pdf_text, renderer_settings, wait_for
 from .conftest import Gateway, auth, free_port, gateway_on_port, hinting_gateway
 
 pytestmark = [pytest.mark.chromium, pytest.mark.azurite]
@@ -277,6 +279,83 @@ async def test_an_offer_taken_with_too_little_of_its_hold_left_is_refused_and_re
         )
     assert late == 1 and renderer.worker.handoffs == 0
     assert "late" in pdf_text(pdf)
+
+
+async def _metric(http: aiohttp.ClientSession, port: int, name: str, **labels: str) -> float:
+    """A sample of a renderer process's ``/metrics`` (0 when it has none)."""
+    url = f"http://127.0.0.1:{port}{renderer_api.METRICS_PATH}"
+    async with http.get(url) as response:
+        text = await response.text()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+async def test_a_renderer_frozen_past_most_of_the_hold_refuses_the_offer_and_the_job_runs_once(
+    storage: StorageSettings,
+    template_dir: Path,
+    tmp_path: Path,
+    worker_process: type[WorkerProcess],
+) -> None:
+    """A renderer process is stopped (SIGSTOP: a loop that lags, as on a starved node) while the
+    gateway offers it a job that prints for 3 s, and resumes 9 s into the 10 s hold; the gateway
+    stopped waiting at a third of the hold and left the message to it. Before this check the
+    renderer took the offer and first extended the lease a third of the hold later, after the
+    hold had ended: the message came back at the hold's end and was received (by this renderer
+    or the other one here) while the first run went on, so the job started twice. Now the offer
+    is refused as late and the job starts once, received when the hold ends."""
+    frozen = worker_process(storage, template_dir, tmp_path / "frozen.log")
+    async with aiohttp.ClientSession() as http:
+
+        async def ready() -> bool:
+            url = f"http://127.0.0.1:{frozen.port}{renderer_api.READYZ_PATH}"
+            try:
+                async with http.get(url) as response:
+                    return response.status == 200
+            except aiohttp.ClientError:
+                return False
+
+        await wait_for(ready, timeout=60)
+        async with service.running(renderer_settings(storage, template_dir)) as other:
+            async with gateway_on_port(
+                storage, port=free_port(), wake=(f"127.0.0.1:{frozen.port}",), handoff_s=10
+            ) as gateway:
+                frozen.signal(signal.SIGSTOP)
+                body = {
+                    "template": "slow",
+                    "data": {"name": "once", "busy_ms": 3000},
+                    "wait_s": 2 * SLOW_POLL_S,
+                }
+                report = asyncio.ensure_future(
+                    gateway.http.post(gateway.at("/v1/reports"), json=body, headers=auth())
+                )
+                await asyncio.sleep(9.0)
+                frozen.signal(signal.SIGCONT)
+                async with await report as response:
+                    assert response.status == 200, await response.text()
+                    pdf = await response.read()
+                waker = gateway.app[hinting.WAKER]
+                assert (waker.handed, waker.unanswered) == (0, 1)
+            await asyncio.sleep(4.0)  # a second run, had one started, ends meanwhile
+            sample = other.parts.metrics.registry.get_sample_value
+            started_here = sample("reportfarm_job_queue_wait_seconds_count") or 0.0
+            ran_here = sample("reportfarm_jobs_total", {"outcome": "succeeded", "template": "slow"})
+        started_there = await _metric(http, frozen.port, "reportfarm_job_queue_wait_seconds_count")
+        ran_there = await _metric(
+            http, frozen.port, "reportfarm_jobs_total", outcome="succeeded", template="slow"
+        )
+        outcomes = {
+            outcome: await _metric(
+                http, frozen.port, "reportfarm_hints_total", kind="handoff", outcome=outcome
+            )
+            for outcome in ("late", "taken")
+        }
+    assert "once" in pdf_text(pdf)
+    assert outcomes == {"late": 1, "taken": 0}
+    assert started_here + started_there == 1  # started once, by whichever received it
+    assert (ran_here or 0.0) + ran_there == 1
 
 
 def test_what_is_left_of_a_hold_counts_from_the_insertion_in_storage_clock() -> None:
