@@ -88,8 +88,7 @@ class RendererMetrics:
             "Hints of the synchronous path: wake (heard: ended an idle pause, or found the worker "
             "busy), handoff (a job handed over: taken, busy, late: too little of its hold left, "
             "unkeyed: this renderer has no key to check it, or refused: a bad signature or body) "
-            "and done (sent to the waiting "
-            "gateway, or failed).",
+            "and done (sent to the waiting gateway, or failed).",
             ["kind", "outcome"],
             registry=r,
         )

@@ -13,12 +13,14 @@ import dataclasses
 import datetime
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from reportfarm_gateway import context, hinting
 from reportfarm_renderer import service, worker
@@ -281,16 +283,26 @@ async def test_an_offer_taken_with_too_little_of_its_hold_left_is_refused_and_re
     assert "late" in pdf_text(pdf)
 
 
-async def _metric(http: aiohttp.ClientSession, port: int, name: str, **labels: str) -> float:
-    """A sample of a renderer process's ``/metrics`` (0 when it has none)."""
-    url = f"http://127.0.0.1:{port}{renderer_api.METRICS_PATH}"
-    async with http.get(url) as response:
-        text = await response.text()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
+async def _scrape(http: aiohttp.ClientSession, port: int) -> Callable[..., float]:
+    """A renderer process's ``/metrics``, read once: a sample by name and labels (0 if none)."""
+    async with http.get(f"http://127.0.0.1:{port}{renderer_api.METRICS_PATH}") as response:
+        samples = [
+            sample
+            for family in text_string_to_metric_families(await response.text())
+            for sample in family.samples
+        ]
+
+    def value(name: str, **labels: str) -> float:
+        return next(
+            (
+                float(sample.value)
+                for sample in samples
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+            ),
+            0.0,
+        )
+
+    return value
 
 
 async def test_a_renderer_frozen_past_most_of_the_hold_refuses_the_offer_and_the_job_runs_once(
@@ -342,14 +354,11 @@ async def test_a_renderer_frozen_past_most_of_the_hold_refuses_the_offer_and_the
             sample = other.parts.metrics.registry.get_sample_value
             started_here = sample("reportfarm_job_queue_wait_seconds_count") or 0.0
             ran_here = sample("reportfarm_jobs_total", {"outcome": "succeeded", "template": "slow"})
-        started_there = await _metric(http, frozen.port, "reportfarm_job_queue_wait_seconds_count")
-        ran_there = await _metric(
-            http, frozen.port, "reportfarm_jobs_total", outcome="succeeded", template="slow"
-        )
+        there = await _scrape(http, frozen.port)
+        started_there = there("reportfarm_job_queue_wait_seconds_count")
+        ran_there = there("reportfarm_jobs_total", outcome="succeeded", template="slow")
         outcomes = {
-            outcome: await _metric(
-                http, frozen.port, "reportfarm_hints_total", kind="handoff", outcome=outcome
-            )
+            outcome: there("reportfarm_hints_total", kind="handoff", outcome=outcome)
             for outcome in ("late", "taken")
         }
     assert "once" in pdf_text(pdf)
@@ -367,6 +376,30 @@ def test_what_is_left_of_a_hold_counts_from_the_insertion_in_storage_clock() -> 
     assert worker.hold_left_s(10, later, sent) == 10.0  # this clock behind storage's
     assert worker.hold_left_s(10, sent, sent + datetime.timedelta(seconds=12)) == -2.0
     assert worker.hold_left_s(10, sent, later) < worker.HANDOFF_MIN_LEFT_S
+
+
+@given(
+    held_s=st.integers(min_value=1, max_value=600),
+    sent=st.datetimes(
+        min_value=datetime.datetime(2000, 1, 1), max_value=datetime.datetime(2100, 1, 1)
+    ),
+    elapsed_s=st.floats(min_value=-86_400, max_value=86_400),
+    naive=st.booleans(),
+)
+def test_what_is_left_of_a_hold_never_overstates_it(
+    held_s: int, sent: datetime.datetime, elapsed_s: float, naive: bool
+) -> None:
+    """Whatever the clocks say: never more than the hold, never more than what is truly left
+    (storage keeps the insertion in whole seconds, rounded down), and the whole hold when this
+    clock is behind storage's."""
+    sent = sent.replace(tzinfo=datetime.UTC)
+    stored = sent.replace(microsecond=0)  # what storage answers: whole seconds
+    now = sent + datetime.timedelta(seconds=elapsed_s)
+    left = worker.hold_left_s(held_s, stored.replace(tzinfo=None) if naive else stored, now)
+    assert left <= held_s
+    assert left <= held_s - elapsed_s + 1e-6 or (now - stored).total_seconds() <= 0
+    if (now - stored).total_seconds() <= 0:
+        assert left == held_s
 
 
 async def test_a_forged_or_malformed_handoff_is_refused_and_runs_nothing(
