@@ -68,6 +68,9 @@ _DECLARATION = re.compile(r"\A\s*\{#-?\s*reportfarm:(?P<options>.*?)-?#\}", re.D
 _OPTIONS = frozenset({"javascript"})
 _NAMES_HINT = "*.html, *.html.j2; partials _*.html"
 _MAX_EXPONENT = 1024
+_MAX_VERDICTS = 4096
+"""Attribute verdicts a catalog keeps (type and name pairs; the example templates ask 16)."""
+_DICT_ATTRIBUTES = frozenset(dir(dict))
 
 
 class TemplateError(outcomes.PermanentError):
@@ -181,7 +184,8 @@ class TemplateCatalog:
         size = 0
         try:
             for chunk in entry.template.generate(dict(data)):
-                size += len(chunk.encode("utf-8"))
+                # An ASCII chunk's length is its size in UTF-8 (and asking costs nothing).
+                size += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8"))
                 if size > self._max_html_bytes:
                     raise TemplateRenderError(
                         name, f"the HTML is larger than {self._max_html_bytes} bytes"
@@ -219,13 +223,41 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         )
         self.max_html_bytes = max_html_bytes
         self.filters.update(number=_number, percent=_percent, date=_date)
+        self._verdicts: dict[tuple[type, str], bool] = {}
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        """Jinja's verdict (``ImmutableSandboxedEnvironment``), kept per type and attribute name:
+        it depends on nothing else (the name, and ``isinstance`` checks of the object against
+        built-in types), and a template asks it for every attribute it reads, every time. Kept
+        only for an object whose ``__class__`` is its type (what ``isinstance`` also reads), and
+        for at most ``_MAX_VERDICTS`` pairs (names can come from data: ``attr(name)``)."""
+        cls = type(obj)
+        verdict = self._verdicts.get((cls, attr))
+        if verdict is None:
+            verdict = super().is_safe_attribute(obj, attr, value)
+            if obj.__class__ is cls and len(self._verdicts) < _MAX_VERDICTS:
+                self._verdicts[cls, attr] = verdict
+        return verdict
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``row.name`` of a plain dict (the data, parsed from JSON) is its item, as Jinja's
+        sandbox answers, without first failing to find an attribute of that name (an exception
+        a read): a dict has no attributes but its type's."""
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
 
     def call_binop(
         self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any
     ) -> Any:
-        if operator == "*" and _repeated_size(left, right) > self.max_html_bytes:
-            raise jinja2.sandbox.SecurityError("repetition larger than the HTML size bound")
-        if operator == "**" and isinstance(right, int) and abs(right) > _MAX_EXPONENT:
+        if operator == "*":
+            if _repeated_size(left, right) > self.max_html_bytes:
+                raise jinja2.sandbox.SecurityError("repetition larger than the HTML size bound")
+            return left * right
+        if isinstance(right, int) and abs(right) > _MAX_EXPONENT:  # "**": the only other one
             raise jinja2.sandbox.SecurityError(f"exponent larger than {_MAX_EXPONENT}")
         return super().call_binop(context, operator, left, right)
 

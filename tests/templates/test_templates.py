@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
 import jinja2.sandbox
+import jinja2.utils
+import markupsafe
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from reportfarm_bench import statements
 from reportfarm_renderer import templates
 
@@ -190,6 +195,127 @@ def test_sandbox_escapes_fail_cleanly(source: str) -> None:
     assert "SecurityError" in str(error)
 
 
+def test_an_escape_fails_again_after_a_safe_read_of_the_same_type() -> None:
+    """The sandbox keeps its verdict per type and attribute name: a safe read of a list does not
+    make the list's unsafe attributes safe, and a refused read is refused every time."""
+    loaded = catalog(
+        {
+            "safe.html": "{{ items.index(2) }} {{ items.count(1) }} {{ name.upper() }}",
+            "unsafe.html": "{{ items.append(1) }}",
+            "dunder.html": "{{ name.__class__ }}",
+        }
+    )
+    data = {"name": "x", "items": [1, 2]}
+    for _ in range(3):
+        assert loaded.render("safe", data) == "1 1 X"
+        for name in ("unsafe", "dunder"):
+            with pytest.raises(templates.TemplateRenderError, match="SecurityError") as caught:
+                loaded.render(name, data)
+            assert isinstance(caught.value.__cause__, jinja2.sandbox.SecurityError)
+    assert data["items"] == [1, 2]
+
+
+class _Claims:
+    """An object that says it is of another type, each its own (``isinstance`` reads
+    ``__class__``): claiming a code object, its every attribute is internal."""
+
+    name = "a name"
+
+    def __init__(self, claims: type) -> None:
+        self._claims = claims
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # type: ignore[override]
+        return self._claims
+
+
+_CLAIMS_STR = _Claims(str)
+_CLAIMS_CODE = _Claims(types.CodeType)
+
+
+def _a_function() -> None: ...
+
+
+def _a_generator() -> Any:
+    yield 1
+
+
+_SUBJECTS: list[Any] = [
+    {"name": "x", "items": 1},
+    [1, 2],
+    "text",
+    3,
+    2.5,
+    None,
+    (1, 2),
+    {1, 2},
+    _a_function,
+    "x".upper,
+    [].append,
+    dict,
+    str,
+    _a_generator(),
+    jinja2.utils.Namespace(total=1),
+    _CLAIMS_STR,
+    _CLAIMS_CODE,
+    markupsafe.Markup("<b>"),
+]
+_NAMES = sorted(
+    {n for subject in _SUBJECTS for n in dir(subject)}
+    | {"mro", "gi_frame", "func_code", "name", "items", "total", "append", "clear", "update"}
+)
+
+
+@given(
+    asks=st.lists(
+        st.tuples(st.sampled_from(range(len(_SUBJECTS))), st.sampled_from(_NAMES)),
+        min_size=1,
+        max_size=60,
+    )
+)
+@example(asks=[(_SUBJECTS.index(_CLAIMS_STR), "name"), (_SUBJECTS.index(_CLAIMS_CODE), "name")])
+@settings(max_examples=200, deadline=None)
+def test_the_kept_verdicts_are_jinjas_in_any_order(asks: list[tuple[int, str]]) -> None:
+    """Whatever was asked before, the sandbox answers an attribute as Jinja's immutable sandbox
+    does: the verdicts it keeps per type and name never answer for another object."""
+    ours = templates._Sandbox({}, max_html_bytes=1000)
+    jinjas = jinja2.sandbox.ImmutableSandboxedEnvironment()
+    for index, name in asks + asks:
+        subject = _SUBJECTS[index]
+        value = getattr(subject, name, None)
+        assert ours.is_safe_attribute(subject, name, value) == jinjas.is_safe_attribute(
+            subject, name, value
+        ), (type(subject).__name__, name)
+
+
+@given(
+    data=st.dictionaries(
+        st.sampled_from(["name", "items", "keys", "get", "__class__", "total", "x"]),
+        st.integers(),
+    ),
+    name=st.sampled_from(["name", "items", "keys", "get", "__class__", "total", "missing"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_dicts_attribute_reads_as_jinjas_sandbox_reads_it(
+    data: dict[str, int], name: str
+) -> None:
+    """``row.name`` of a dict: its item, unless a dict has an attribute of that name (``items``
+    is the method, whatever the data holds), as Jinja's sandbox reads it."""
+    sources = {"report.html": "{{ row." + name + " }}"}
+    ours = catalog(sources)
+    jinjas = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        autoescape=True, undefined=jinja2.StrictUndefined
+    ).from_string(sources["report.html"])
+    try:
+        expected = jinjas.render(row=data)
+    except Exception as error:
+        with pytest.raises(templates.TemplateRenderError) as caught:
+            ours.render("report", {"row": data})
+        assert type(caught.value.__cause__) is type(error)
+        return
+    assert ours.render("report", {"row": data}) == expected
+
+
 # Bounds
 
 
@@ -238,6 +364,9 @@ def test_output_larger_than_the_bound_is_a_render_error() -> None:
         max_html_bytes=10_000,
     )
     assert len(loaded.render("rows", {"rows": ["行"] * 100}).encode()) < 10_000
+    # 500 rows: 9,500 characters, 10,500 bytes of UTF-8. The bound is in bytes.
+    with pytest.raises(templates.TemplateRenderError, match="larger than 10000 bytes"):
+        loaded.render("rows", {"rows": ["行"] * 500})
     with pytest.raises(templates.TemplateRenderError, match="larger than 10000 bytes"):
         loaded.render("rows", {"rows": ["行"] * 1000})
 
@@ -379,6 +508,30 @@ def test_every_batch_line_renders(examples: templates.TemplateCatalog) -> None:
         assert item["data"]["student"]["name"] in html
         seen.add(item["template"])
     assert seen == {"achievement", "outlook"}
+
+
+def test_every_example_renders_as_jinjas_own_sandbox_renders_it(
+    examples: templates.TemplateCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept verdicts and a dict's items read first change no report: every example and
+    every batch line renders the same HTML as with Jinja's immutable sandbox's own reads."""
+    sandbox = jinja2.sandbox.ImmutableSandboxedEnvironment
+
+    class Jinjas(templates._Sandbox):
+        is_safe_attribute = sandbox.is_safe_attribute
+        getattr = sandbox.getattr
+
+    with monkeypatch.context() as patched:  # the catalog below only: ``examples`` is made
+        patched.setattr(templates, "_Sandbox", Jinjas)
+        jinjas = templates.TemplateCatalog.load(EXAMPLES / "templates")
+    assert type(next(iter(jinjas._entries.values())).template.environment) is Jinjas
+    assert type(next(iter(examples._entries.values())).template.environment) is not Jinjas
+    lines = (EXAMPLES / "data" / "batch.jsonl").read_text("utf-8").splitlines()
+    jobs = [(name, sample(name)) for name in ("achievement", "outlook", "invoice")]
+    jobs += [(item["template"], item["data"]) for item in map(json.loads, lines)]
+    jobs += [("statement", statements.statement(40))]
+    for name, data in jobs:
+        assert examples.render(name, data) == jinjas.render(name, data), name
 
 
 def test_an_example_with_a_field_missing_names_the_template(
