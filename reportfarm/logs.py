@@ -16,6 +16,12 @@ KOPF_EXTRAS = ("k8s_skip", "k8s_ref", "settings")
 """kopf's per-object log extras: objects, not data (its settings cannot even be copied)."""
 
 
+def worth_logging(count: int) -> bool:
+    """Whether the ``count``-th of a repeated warning is logged: the 1st, 10th and 100th, then
+    every 1000th (no flood, and a problem that goes on is never silent)."""
+    return count in (1, 10, 100) or (count > 0 and count % 1000 == 0)
+
+
 def configure(*, json_lines: bool | None = None, level: str | None = None) -> None:
     """REPORTFARM_LOG_FORMAT: ``json`` or ``text``; unset: JSON when stderr is not a terminal
     (a container), text on a terminal. REPORTFARM_LOG_LEVEL: the level (INFO)."""

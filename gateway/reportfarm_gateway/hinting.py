@@ -47,7 +47,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import Counter
 
-from reportfarm import carrying, contract, renderer_api
+from reportfarm import carrying, contract, logs, renderer_api
 from reportfarm import settings as common
 from reportfarm.storage.queueing import Delivery, JobQueue
 from reportfarm_gateway.context import METRICS
@@ -417,7 +417,7 @@ async def _carried(
     if record is None:
         request.app[METRICS].hints.labels(kind="done", outcome="refused").inc()
         waiters.refused += 1
-        if waiters.refused in (1, 10) or waiters.refused % 1000 == 0:  # keys that differ: no flood
+        if logs.worth_logging(waiters.refused):  # keys that differ: no flood
             logger.warning(
                 "done hint for job %s carried an answer that does not check out (%d so far; the "
                 "wait reads the record): do the gateway and the renderers share one storage "

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reportfarm import carrying, renderer_api
+from reportfarm import carrying, logs, renderer_api
 from reportfarm.storage.queueing import Delivery
 from reportfarm_renderer import pool as pooling
 from reportfarm_renderer.metrics import RendererMetrics
@@ -105,7 +105,7 @@ async def handoff(request: web.Request) -> web.Response:
     parts.metrics.hints.labels(kind="handoff", outcome=outcome).inc()
     if outcome == "refused":
         parts.handoffs_refused += 1
-        if parts.handoffs_refused in (1, 10) or parts.handoffs_refused % 1000 == 0:  # no flood
+        if logs.worth_logging(parts.handoffs_refused):
             logger.warning(
                 "a hand-off did not check out (%d so far; its job goes on the lane and is "
                 "received): do the gateway and the renderers share one storage connection string?",
@@ -145,7 +145,7 @@ def _take(parts: Parts, body: bytes, request: web.Request) -> str:
         inserted_on=inserted_on,
     )
     taken = parts.worker.take(handed.queue, delivery, held_s=handed.held_s)
-    if taken == "late" and parts.worker.handoffs_late in (1, 10, 100, 1000):  # no flood
+    if taken == "late" and logs.worth_logging(parts.worker.handoffs_late):
         logger.warning(
             "a hand-off came with less than %.0f s of its %d s hold left (%d so far): refused, "
             "its message is received when the hold ends; this renderer's event loop lags, or "
