@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jinja2.sandbox
 from reportfarm_renderer import local, templates
 from reportfarm_renderer.settings import RendererSettings
 
@@ -58,3 +59,22 @@ def load(folder: Path = TEMPLATES) -> tuple[templates.TemplateCatalog, list[Docu
         for item in local.example_submissions(None)
     ]
     return catalog, documents
+
+
+class JinjasReads(templates._Sandbox):
+    """The renderer's sandbox with Jinja's own attribute reads put back (no kept verdicts, a
+    dict's items read after an attribute lookup fails): what the renderer's reads are held to."""
+
+    is_safe_attribute = jinja2.sandbox.ImmutableSandboxedEnvironment.is_safe_attribute
+    getattr = jinja2.sandbox.ImmutableSandboxedEnvironment.getattr
+
+
+def load_with_jinjas_reads(folder: Path = TEMPLATES) -> templates.TemplateCatalog:
+    """The catalog of ``folder`` compiled in :class:`JinjasReads` (for
+    ``scripts/bench_templates.py`` and the tests that compare the two)."""
+    sandbox = templates._Sandbox
+    templates._Sandbox = JinjasReads  # type: ignore[misc]
+    try:
+        return templates.TemplateCatalog.load(folder)
+    finally:
+        templates._Sandbox = sandbox  # type: ignore[misc]

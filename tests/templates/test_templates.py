@@ -14,7 +14,7 @@ import markupsafe
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from reportfarm_bench import statements
+from reportfarm_bench import documents, statements
 from reportfarm_renderer import templates
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -511,21 +511,14 @@ def test_every_batch_line_renders(examples: templates.TemplateCatalog) -> None:
 
 
 def test_every_example_renders_as_jinjas_own_sandbox_renders_it(
-    examples: templates.TemplateCatalog, monkeypatch: pytest.MonkeyPatch
+    examples: templates.TemplateCatalog,
 ) -> None:
     """The kept verdicts and a dict's items read first change no report: every example and
     every batch line renders the same HTML as with Jinja's immutable sandbox's own reads."""
-    sandbox = jinja2.sandbox.ImmutableSandboxedEnvironment
-
-    class Jinjas(templates._Sandbox):
-        is_safe_attribute = sandbox.is_safe_attribute
-        getattr = sandbox.getattr
-
-    with monkeypatch.context() as patched:  # the catalog below only: ``examples`` is made
-        patched.setattr(templates, "_Sandbox", Jinjas)
-        jinjas = templates.TemplateCatalog.load(EXAMPLES / "templates")
-    assert type(next(iter(jinjas._entries.values())).template.environment) is Jinjas
-    assert type(next(iter(examples._entries.values())).template.environment) is not Jinjas
+    jinjas = documents.load_with_jinjas_reads(EXAMPLES / "templates")
+    reads = documents.JinjasReads
+    assert type(next(iter(jinjas._entries.values())).template.environment) is reads
+    assert type(next(iter(examples._entries.values())).template.environment) is not reads
     lines = (EXAMPLES / "data" / "batch.jsonl").read_text("utf-8").splitlines()
     jobs = [(name, sample(name)) for name in ("achievement", "outlook", "invoice")]
     jobs += [(item["template"], item["data"]) for item in map(json.loads, lines)]
